@@ -1,0 +1,53 @@
+/*
+ * verr: the one error convention of the whole tree.
+ *
+ * Every fallible library function returns VERR_OK (0) on success or one of
+ * the negative codes below. VERR_SYSTEM means "look at errno": functions
+ * that return it leave errno set to the cause. Library code never prints
+ * and never exits; only a program's main() turns a code into a message.
+ */
+#ifndef VRUN_VERR_H
+#define VRUN_VERR_H
+
+enum verr {
+	VERR_OK = 0,
+	VERR_SYSTEM = -1,        /* errno holds the cause */
+	VERR_NOMEM = -2,         /* allocation failed (also sodium_malloc) */
+	VERR_INVALID = -3,       /* bad argument from the caller (a bug) */
+	VERR_TOO_LARGE = -4,     /* input exceeds a fixed bound */
+	VERR_CRYPTO = -5,        /* libsodium/OpenSSL primitive failed */
+	VERR_NO_HOME = -6,       /* cannot work out where the vault lives */
+	VERR_INSECURE_PATH = -7, /* symlink, foreign owner or loose mode */
+	VERR_NO_TTY = -8,        /* a terminal was needed and there is none */
+	VERR_PASSPHRASE_EMPTY = -9,
+	VERR_PASSPHRASE_MISMATCH = -10,
+	VERR_PASSPHRASE_FILE = -11, /* VAULT_PASSPHRASE_FILE unusable */
+	VERR_VAULT_MISSING = -12,   /* no vault.db yet */
+	VERR_VAULT_EXISTS = -13,    /* vault init over an existing vault */
+	VERR_VAULT_FORMAT = -14,    /* not a vault, or unknown version */
+	VERR_VAULT_KDF = -15,       /* KDF parameters out of bounds */
+	VERR_VAULT_DECRYPT = -16,   /* wrong passphrase or damaged file */
+	VERR_VAULT_CORRUPT = -17,   /* authenticated, but contents malformed */
+	VERR_VAULT_READONLY = -18,  /* vault opened without the write lock */
+	VERR_KEY_NAME = -19,        /* key name outside the allowed charset */
+	VERR_KEY_EXISTS = -20,
+	VERR_KEY_UNKNOWN = -21,
+	VERR_KEY_AMBIGUOUS = -22,
+	VERR_SECRET_EMPTY = -23,
+	VERR_SECRET_BYTES = -24, /* CR, LF or NUL in a secret */
+	VERR_HOST = -25,         /* malformed HOST[:PORT] */
+	VERR_HOST_PORT = -26,    /* port not in 1..65535, or not canonical */
+	VERR_HOST_WILDCARD = -27,
+	VERR_INJECT = -28,       /* malformed --inject mode */
+	VERR_ENV_NAME = -29,     /* malformed placeholder variable name */
+	VERR_ENV_RESERVED = -30, /* variable that vrun itself controls */
+	VERR_ENV_TAKEN = -31,    /* another key already uses the variable */
+	VERR_CA_BUNDLE = -32,    /* --ca file holds no valid certificate */
+	VERR_TOO_MANY = -33,     /* too many keys or hosts */
+	VERR_LIMIT_LAST = -34
+};
+
+/* A static, human-readable description of code; never NULL. */
+const char *verr_strerror(int code);
+
+#endif

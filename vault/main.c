@@ -1,0 +1,743 @@
+/*
+ * vault: the person's command for the encrypted key store.
+ * Exit status: 0 success, 1 failure, 2 usage error.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hostspec.h"
+#include "passphrase.h"
+#include "paths.h"
+#include "secbuf.h"
+#include "vault.h"
+#include "verr.h"
+
+#ifndef VRUN_VERSION
+#define VRUN_VERSION "0.0.0"
+#endif
+
+#define EXIT_USAGE 2
+
+static const char usage_text[] =
+        "usage: vault COMMAND [ARGS]\n"
+        "\n"
+        "Keep API keys in an encrypted vault, each bound to the hosts that may receive it.\n"
+        "\n"
+        "commands:\n"
+        "  init [--kdf COST]       create the vault (asks for a new passphrase twice)\n"
+        "  add NAME [--host HOST[:PORT]]... [--inject MODE] [--env VAR] [--ca FILE]\n"
+        "      [--allow-http]      store a key; the secret is read without echo from the\n"
+        "                          terminal, or all of stdin when stdin is not a terminal\n"
+        "  list [--json]           names, hosts and options of all keys (never secrets)\n"
+        "  show NAME [--json]      details of one key (never the secret)\n"
+        "  rm NAME                 delete a key\n"
+        "  passwd [--kdf COST]     change the passphrase\n"
+        "\n"
+        "add options:\n"
+        "  --host HOST[:PORT]      host allowed to receive the key; repeatable; port 443 by\n"
+        "                          default; *.example.com matches subdomains only. Asked for\n"
+        "                          when missing on a terminal, required otherwise.\n"
+        "  --inject MODE           placeholder (default), bearer, basic:USER, header:NAME,\n"
+        "                          query:PARAM\n"
+        "  --env VAR               variable that carries the placeholder (default: NAME in\n"
+        "                          upper case, other characters turned into '_')\n"
+        "  --ca FILE               extra PEM CA bundle trusted for this key's hosts\n"
+        "  --allow-http            permit injection over plain HTTP to these hosts\n"
+        "\n"
+        "  --kdf COST              Argon2id cost: interactive, moderate (default), sensitive\n"
+        "\n"
+        "environment:\n"
+        "  VAULT_HOME              where vault.db lives (default ~/.local/share/vrun)\n"
+        "  VAULT_PASSPHRASE_FILE   read the passphrase from this file's first line\n"
+        "  VAULT_NEW_PASSPHRASE_FILE  the new passphrase for init and passwd\n"
+        "\n"
+        "exit status: 0 success, 1 failure, 2 usage error\n";
+
+static void
+usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("vault: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry `vault --help`.\n", stderr);
+}
+
+/* Report r; for system errors, errno and the object involved. */
+static int
+fail(int r, const char *what)
+{
+	int saved = errno;
+
+	if (r == VERR_SYSTEM)
+		fprintf(stderr, "vault: %s: %s\n", what, strerror(saved));
+	else
+		fprintf(stderr, "vault: %s: %s\n", what, verr_strerror(r));
+	return EXIT_FAILURE;
+}
+
+static int
+load_paths(struct paths *p)
+{
+	int r = paths_resolve(p);
+
+	if (r != 0)
+		fail(r, "VAULT_HOME");
+	return r;
+}
+
+static int
+get_passphrase(struct secbuf **pass)
+{
+	int r = passphrase_get("VAULT_PASSPHRASE_FILE", "Vault passphrase: ", 0, pass);
+
+	if (r != 0)
+		fail(r, "passphrase");
+	return r;
+}
+
+static int
+open_vault(const struct paths *p, int mode, struct vault **v)
+{
+	struct secbuf *pass = NULL;
+	struct stat st;
+	int r;
+
+	*v = NULL;
+	/* Say "no vault" before asking for a passphrase that cannot help. */
+	if (lstat(p->db, &st) != 0 && errno == ENOENT) {
+		fail(VERR_VAULT_MISSING, p->home);
+		return VERR_VAULT_MISSING;
+	}
+	if ((r = get_passphrase(&pass)) != 0)
+		return r;
+	r = vault_open(p, pass, mode, v);
+	secbuf_free(pass);
+	if (r != 0)
+		fail(r, r == VERR_SYSTEM || r == VERR_INSECURE_PATH ? p->db : "open");
+	return r;
+}
+
+static int
+parse_kdf(const char *arg, struct vault_kdf *kdf)
+{
+	if (vault_kdf_named(arg, kdf) != 0) {
+		usage_error("--kdf: expected interactive, moderate or sensitive, not '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+format_time(int64_t t, char *buf, size_t size)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm) == NULL || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, size, "%lld", (long long)t);
+}
+
+/* ---- init / passwd ---- */
+
+static int
+kdf_only_opts(int argc, char **argv, struct vault_kdf *kdf, const char *cmd)
+{
+	static const struct option opts[] = {{"kdf", required_argument, NULL, 'k'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			if (parse_kdf(optarg, kdf) != 0)
+				return EXIT_USAGE;
+			break;
+		case 'h':
+			printf("usage: vault %s [--kdf interactive|moderate|sensitive]\n", cmd);
+			return EXIT_SUCCESS;
+		default:
+			usage_error("%s: bad option", cmd);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		usage_error("%s: unexpected argument '%s'", cmd, argv[optind]);
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+static int
+cmd_init(int argc, char **argv)
+{
+	struct vault_kdf kdf;
+	struct paths p = {0};
+	struct secbuf *pass = NULL;
+	struct vault *v = NULL;
+	struct stat st;
+	const char *var;
+	int r, ret = EXIT_FAILURE;
+
+	vault_kdf_named(NULL, &kdf);
+	if ((r = kdf_only_opts(argc, argv, &kdf, "init")) >= 0)
+		return r;
+	if (load_paths(&p) != 0)
+		goto out;
+	if (lstat(p.db, &st) == 0) {
+		fail(VERR_VAULT_EXISTS, p.db);
+		goto out;
+	}
+	/* A new vault's passphrase may come from either file variable. */
+	var = getenv("VAULT_NEW_PASSPHRASE_FILE") != NULL ? "VAULT_NEW_PASSPHRASE_FILE"
+	                                                  : "VAULT_PASSPHRASE_FILE";
+	if ((r = passphrase_get(var, "New vault passphrase: ", 1, &pass)) != 0) {
+		fail(r, "passphrase");
+		goto out;
+	}
+	if ((r = vault_create(&p, pass, &kdf, &v)) != 0) {
+		fail(r, r == VERR_SYSTEM || r == VERR_INSECURE_PATH ? p.home : "init");
+		goto out;
+	}
+	fprintf(stderr, "vault: created %s\n", p.db);
+	ret = EXIT_SUCCESS;
+out:
+	vault_close(v);
+	secbuf_free(pass);
+	paths_clear(&p);
+	return ret;
+}
+
+static int
+cmd_passwd(int argc, char **argv)
+{
+	struct vault_kdf kdf = {0, 0};
+	struct paths p = {0};
+	struct secbuf *pass = NULL;
+	struct vault *v = NULL;
+	int r, ret = EXIT_FAILURE;
+
+	if ((r = kdf_only_opts(argc, argv, &kdf, "passwd")) >= 0)
+		return r;
+	if (load_paths(&p) != 0 || open_vault(&p, VAULT_WRITE, &v) != 0)
+		goto out;
+	if (kdf.opslimit == 0)
+		kdf = *vault_kdf(v);
+	if ((r = passphrase_get("VAULT_NEW_PASSPHRASE_FILE", "New vault passphrase: ", 1, &pass)) !=
+	    0) {
+		fail(r, "new passphrase");
+		goto out;
+	}
+	if ((r = vault_rekey(v, pass, &kdf)) != 0) {
+		fail(r, r == VERR_SYSTEM ? p.db : "passwd");
+		goto out;
+	}
+	fprintf(stderr, "vault: passphrase changed\n");
+	ret = EXIT_SUCCESS;
+out:
+	vault_close(v);
+	secbuf_free(pass);
+	paths_clear(&p);
+	return ret;
+}
+
+/* ---- add ---- */
+
+static int
+add_host(struct vault_entry *e, const char *arg)
+{
+	int r;
+
+	if (e->nhosts >= VAULT_HOSTS_MAX) {
+		usage_error("add: at most %d --host values", VAULT_HOSTS_MAX);
+		return -1;
+	}
+	if ((r = hostspec_parse(arg, strlen(arg), HOSTSPEC_ALLOW_WILDCARD, &e->hosts[e->nhosts])) !=
+	    0) {
+		usage_error("add: --host '%s': %s", arg, verr_strerror(r));
+		return -1;
+	}
+	for (size_t i = 0; i < e->nhosts; i++)
+		if (memcmp(&e->hosts[i], &e->hosts[e->nhosts], sizeof(e->hosts[i])) == 0)
+			return 0; /* duplicate: keep one */
+	e->nhosts++;
+	return 0;
+}
+
+static int
+read_ca_file(struct vault_entry *e, const char *path)
+{
+	unsigned char *buf = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int fd, r;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0) {
+		fprintf(stderr, "vault: --ca %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if ((buf = malloc(VAULT_CA_MAX + 1)) == NULL) {
+		close(fd);
+		return fail(VERR_NOMEM, "--ca"), -1;
+	}
+	while (len <= VAULT_CA_MAX) {
+		n = read(fd, buf + len, VAULT_CA_MAX + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (n < 0) {
+		fprintf(stderr, "vault: --ca %s: %s\n", path, strerror(errno));
+		free(buf);
+		return -1;
+	}
+	if ((r = vault_check_ca(buf, len)) != 0) {
+		fprintf(stderr, "vault: --ca %s: %s\n", path,
+		        len > VAULT_CA_MAX ? "larger than 256 KiB" : verr_strerror(r));
+		free(buf);
+		return -1;
+	}
+	e->ca = buf;
+	e->ca_len = len;
+	return 0;
+}
+
+/* Ask on the terminal for the hosts of an entry given without --host. */
+static int
+ask_hosts(struct vault_entry *e)
+{
+	struct secbuf *line = NULL;
+	char *copy, *tok, *save = NULL;
+	int r;
+
+	r = passphrase_tty("Hosts that may receive this key (HOST[:PORT], space-separated): ", 1024,
+	                   1, &line);
+	if (r != 0) {
+		fail(r, "host");
+		return -1;
+	}
+	if ((copy = strndup((const char *)line->data, line->len)) == NULL) {
+		secbuf_free(line);
+		return fail(VERR_NOMEM, "host"), -1;
+	}
+	secbuf_free(line);
+	r = 0;
+	for (tok = strtok_r(copy, " \t,", &save); tok != NULL && r == 0;
+	     tok = strtok_r(NULL, " \t,", &save))
+		r = add_host(e, tok);
+	free(copy);
+	if (r == 0 && e->nhosts == 0) {
+		usage_error("add: no host given");
+		r = -1;
+	}
+	return r;
+}
+
+/* All of stdin into secret memory, one trailing newline stripped. */
+static int
+read_secret_stdin(struct secbuf **out)
+{
+	struct secbuf *b = NULL;
+	ssize_t n;
+	int r;
+
+	*out = NULL;
+	/* Room for the limit, a newline, and one byte to detect overflow. */
+	if ((r = secbuf_new(VAULT_SECRET_MAX + 2, &b)) != 0)
+		return r;
+	for (;;) {
+		if (b->len == b->cap) {
+			secbuf_free(b);
+			return VERR_TOO_LARGE;
+		}
+		n = read(STDIN_FILENO, b->data + b->len, b->cap - b->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			secbuf_free(b);
+			return VERR_SYSTEM;
+		}
+		if (n == 0)
+			break;
+		b->len += (size_t)n;
+	}
+	if (b->len > 0 && b->data[b->len - 1] == '\n')
+		b->data[--b->len] = 0;
+	*out = b;
+	return VERR_OK;
+}
+
+static int
+cmd_add(int argc, char **argv)
+{
+	static const struct option opts[] = {{"host", required_argument, NULL, 'H'},
+	                                     {"inject", required_argument, NULL, 'i'},
+	                                     {"env", required_argument, NULL, 'e'},
+	                                     {"ca", required_argument, NULL, 'c'},
+	                                     {"allow-http", no_argument, NULL, 'a'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	struct vault_entry *e = NULL;
+	const struct vault_entry *other;
+	struct paths p = {0};
+	struct vault *v = NULL;
+	const char *env = NULL, *inject = NULL, *ca = NULL;
+	int c, r, ret = EXIT_USAGE, tty_in = isatty(STDIN_FILENO);
+
+	if (vault_entry_new(&e) != 0)
+		return fail(VERR_NOMEM, "add");
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			if (add_host(e, optarg) != 0)
+				goto out;
+			break;
+		case 'i':
+			inject = optarg;
+			break;
+		case 'e':
+			env = optarg;
+			break;
+		case 'c':
+			ca = optarg;
+			break;
+		case 'a':
+			e->allow_http = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			ret = EXIT_SUCCESS;
+			goto out;
+		default:
+			usage_error("add: bad option");
+			goto out;
+		}
+	}
+	if (optind + 1 != argc) {
+		usage_error(optind == argc ? "add: missing NAME" : "add: unexpected argument '%s'",
+		            argv[optind + 1 < argc ? optind + 1 : 0]);
+		goto out;
+	}
+	if ((r = vault_check_name(argv[optind])) != 0) {
+		usage_error("add: '%s': %s", argv[optind], verr_strerror(r));
+		goto out;
+	}
+	strcpy(e->name, argv[optind]);
+	if (inject != NULL && (r = vault_parse_inject(inject, &e->inject, e->inject_arg,
+	                                              sizeof(e->inject_arg))) != 0) {
+		usage_error("add: --inject '%s': %s", inject, verr_strerror(r));
+		goto out;
+	}
+	if (env != NULL) {
+		if (strlen(env) >= sizeof(e->env) || (r = vault_check_env(env)) != 0) {
+			usage_error(
+			        "add: --env '%s': %s", env,
+			        verr_strerror(strlen(env) >= sizeof(e->env) ? VERR_ENV_NAME : r));
+			goto out;
+		}
+		strcpy(e->env, env);
+	} else if ((r = vault_default_env(e->name, e->env, sizeof(e->env))) != 0) {
+		usage_error("add: the default variable '%s' for '%s': %s", e->env, e->name,
+		            verr_strerror(r));
+		goto out;
+	}
+	ret = EXIT_FAILURE;
+	if (ca != NULL && read_ca_file(e, ca) != 0)
+		goto out;
+	if (e->nhosts == 0) {
+		if (!tty_in) {
+			usage_error("add: --host is required when stdin is not a terminal");
+			ret = EXIT_USAGE;
+			goto out;
+		}
+		if (ask_hosts(e) != 0)
+			goto out;
+	}
+	if (load_paths(&p) != 0 || open_vault(&p, VAULT_WRITE, &v) != 0)
+		goto out;
+	/* Refuse clashes before the person types or pipes the secret in. */
+	if (vault_find(v, e->name, &other) == 0) {
+		fail(VERR_KEY_EXISTS, e->name);
+		goto out;
+	}
+	for (size_t i = 0; i < vault_count(v); i++)
+		if (strcmp(vault_entry_at(v, i)->env, e->env) == 0) {
+			fprintf(stderr,
+			        "vault: %s: key '%s' already uses it: choose another with --env\n",
+			        e->env, vault_entry_at(v, i)->name);
+			goto out;
+		}
+	if (tty_in)
+		r = passphrase_tty("Secret (input hidden): ", VAULT_SECRET_MAX + 1, 0, &e->secret);
+	else
+		r = read_secret_stdin(&e->secret);
+	if (r != 0) {
+		fail(r, r == VERR_TOO_LARGE ? "secret (at most 16384 bytes)" : "secret");
+		goto out;
+	}
+	if ((r = vault_check_secret(e->secret)) != 0) {
+		fail(r, r == VERR_TOO_LARGE ? "secret (at most 16384 bytes)" : "secret");
+		goto out;
+	}
+	if ((r = vault_add(v, &e)) != 0) {
+		fail(r, "add");
+		goto out;
+	}
+	if ((r = vault_save(v)) != 0) {
+		fail(r, r == VERR_SYSTEM ? p.db : "save");
+		goto out;
+	}
+	fprintf(stderr, "vault: added '%s'\n", argv[optind]);
+	ret = EXIT_SUCCESS;
+out:
+	vault_entry_free(e);
+	vault_close(v);
+	paths_clear(&p);
+	return ret;
+}
+
+/* ---- list / show ---- */
+
+static json_t *
+entry_json(const struct vault_entry *e)
+{
+	json_t *o = json_object(), *hosts = json_array();
+	char buf[HOSTSPEC_NAME_MAX + VAULT_INJECT_ARG_MAX + 16];
+
+	for (size_t i = 0; i < e->nhosts; i++) {
+		hostspec_format(&e->hosts[i], buf, sizeof(buf));
+		json_array_append_new(hosts, json_string(buf));
+	}
+	json_object_set_new(o, "name", json_string(e->name));
+	json_object_set_new(o, "hosts", hosts);
+	vault_format_inject(e->inject, e->inject_arg, buf, sizeof(buf));
+	json_object_set_new(o, "inject", json_string(buf));
+	json_object_set_new(o, "env", json_string(e->env));
+	json_object_set_new(o, "allow_http", json_boolean(e->allow_http));
+	json_object_set_new(o, "ca", json_boolean(e->ca_len > 0));
+	format_time(e->created, buf, sizeof(buf));
+	json_object_set_new(o, "created", json_string(buf));
+	format_time(e->changed, buf, sizeof(buf));
+	json_object_set_new(o, "changed", json_string(buf));
+	return o;
+}
+
+static int
+print_json(json_t *j)
+{
+	int r = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+	json_decref(j);
+	if (r != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+		return fail(VERR_SYSTEM, "stdout");
+	return EXIT_SUCCESS;
+}
+
+static void
+hosts_text(const struct vault_entry *e, char *buf, size_t size)
+{
+	size_t off = 0;
+	char one[HOSTSPEC_NAME_MAX + 16];
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < e->nhosts && off + 1 < size; i++) {
+		hostspec_format(&e->hosts[i], one, sizeof(one));
+		off += (size_t)snprintf(buf + off, size - off, "%s%s", i ? "," : "", one);
+	}
+}
+
+static int
+json_only_opts(int argc, char **argv, int *json, int nargs, const char *cmd)
+{
+	static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	int c;
+
+	*json = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			*json = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return EXIT_SUCCESS;
+		default:
+			usage_error("%s: bad option", cmd);
+			return EXIT_USAGE;
+		}
+	}
+	if (argc - optind != nargs) {
+		usage_error(nargs ? "%s: expected one NAME" : "%s: unexpected argument", cmd);
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+static int
+cmd_list(int argc, char **argv)
+{
+	struct paths p = {0};
+	struct vault *v = NULL;
+	char hosts[VAULT_HOSTS_MAX * (HOSTSPEC_NAME_MAX + 8)], inj[VAULT_INJECT_ARG_MAX + 16];
+	int json, r, ret = EXIT_FAILURE;
+
+	if ((r = json_only_opts(argc, argv, &json, 0, "list")) >= 0)
+		return r;
+	if (load_paths(&p) != 0 || open_vault(&p, VAULT_READ, &v) != 0)
+		goto out;
+	if (json) {
+		json_t *a = json_array();
+
+		for (size_t i = 0; i < vault_count(v); i++)
+			json_array_append_new(a, entry_json(vault_entry_at(v, i)));
+		ret = print_json(a);
+		goto out;
+	}
+	if (vault_count(v) == 0) {
+		fprintf(stderr, "vault: no keys yet: add one with `vault add NAME --host HOST`\n");
+		ret = EXIT_SUCCESS;
+		goto out;
+	}
+	printf("%-20s %-14s %-20s %s\n", "NAME", "INJECT", "ENV", "HOSTS");
+	for (size_t i = 0; i < vault_count(v); i++) {
+		const struct vault_entry *e = vault_entry_at(v, i);
+
+		hosts_text(e, hosts, sizeof(hosts));
+		vault_format_inject(e->inject, e->inject_arg, inj, sizeof(inj));
+		printf("%-20s %-14s %-20s %s%s\n", e->name, inj, e->env, hosts,
+		       e->allow_http ? " (http allowed)" : "");
+	}
+	ret = fflush(stdout) == 0 ? EXIT_SUCCESS : fail(VERR_SYSTEM, "stdout");
+out:
+	vault_close(v);
+	paths_clear(&p);
+	return ret;
+}
+
+static int
+cmd_show(int argc, char **argv)
+{
+	struct paths p = {0};
+	struct vault *v = NULL;
+	const struct vault_entry *e;
+	char buf[VAULT_HOSTS_MAX * (HOSTSPEC_NAME_MAX + 8)];
+	int json, r, ret = EXIT_FAILURE;
+
+	if ((r = json_only_opts(argc, argv, &json, 1, "show")) >= 0)
+		return r;
+	if (load_paths(&p) != 0 || open_vault(&p, VAULT_READ, &v) != 0)
+		goto out;
+	if ((r = vault_find(v, argv[optind], &e)) != 0) {
+		fail(r, argv[optind]);
+		goto out;
+	}
+	if (json) {
+		ret = print_json(entry_json(e));
+		goto out;
+	}
+	printf("name:       %s\n", e->name);
+	for (size_t i = 0; i < e->nhosts; i++) {
+		hostspec_format(&e->hosts[i], buf, sizeof(buf));
+		printf("host:       %s\n", buf);
+	}
+	vault_format_inject(e->inject, e->inject_arg, buf, sizeof(buf));
+	printf("inject:     %s\n", buf);
+	printf("env:        %s\n", e->env);
+	printf("allow-http: %s\n", e->allow_http ? "yes" : "no");
+	printf("ca:         %s\n", e->ca_len > 0 ? "extra CA bundle stored" : "system roots only");
+	printf("secret:     %zu bytes (never shown)\n", e->secret->len);
+	format_time(e->created, buf, sizeof(buf));
+	printf("created:    %s\n", buf);
+	format_time(e->changed, buf, sizeof(buf));
+	printf("changed:    %s\n", buf);
+	ret = fflush(stdout) == 0 ? EXIT_SUCCESS : fail(VERR_SYSTEM, "stdout");
+out:
+	vault_close(v);
+	paths_clear(&p);
+	return ret;
+}
+
+static int
+cmd_rm(int argc, char **argv)
+{
+	struct paths p = {0};
+	struct vault *v = NULL;
+	int json, r, ret = EXIT_FAILURE;
+
+	if ((r = json_only_opts(argc, argv, &json, 1, "rm")) >= 0)
+		return r;
+	if (json) {
+		usage_error("rm: --json is not an option of rm");
+		return EXIT_USAGE;
+	}
+	if (load_paths(&p) != 0 || open_vault(&p, VAULT_WRITE, &v) != 0)
+		goto out;
+	if ((r = vault_remove(v, argv[optind])) != 0) {
+		fail(r, argv[optind]);
+		goto out;
+	}
+	if ((r = vault_save(v)) != 0) {
+		fail(r, r == VERR_SYSTEM ? p.db : "save");
+		goto out;
+	}
+	fprintf(stderr, "vault: removed '%s'\n", argv[optind]);
+	ret = EXIT_SUCCESS;
+out:
+	vault_close(v);
+	paths_clear(&p);
+	return ret;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {{"init", cmd_init}, {"add", cmd_add}, {"list", cmd_list},
+	            {"show", cmd_show}, {"rm", cmd_rm},   {"passwd", cmd_passwd}};
+	int r;
+
+	if ((r = secbuf_process_setup()) != 0) {
+		fail(r, "cannot protect process memory");
+		return EXIT_FAILURE;
+	}
+	if (argc < 2) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		fputs(usage_text, stdout);
+		return EXIT_SUCCESS;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("vault %s\n", VRUN_VERSION);
+		return EXIT_SUCCESS;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (strcmp(argv[1], cmds[i].name) == 0) {
+			optind = 1;
+			return cmds[i].fn(argc - 1, argv + 1);
+		}
+	usage_error("unknown command '%s'", argv[1]);
+	return EXIT_USAGE;
+}

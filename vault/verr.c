@@ -1,0 +1,91 @@
+#include "verr.h"
+
+const char *
+verr_strerror(int code)
+{
+	switch (code) {
+	case VERR_OK:
+		return "success";
+	case VERR_SYSTEM:
+		return "system error";
+	case VERR_NOMEM:
+		return "out of memory";
+	case VERR_INVALID:
+		return "invalid argument";
+	case VERR_TOO_LARGE:
+		return "input too large";
+	case VERR_CRYPTO:
+		return "cryptographic operation failed";
+	case VERR_NO_HOME:
+		return "cannot locate the vault: set VAULT_HOME to an absolute path, or HOME";
+	case VERR_INSECURE_PATH:
+		return "refusing insecure path: it must be owned by you, not a symlink, and "
+		       "not accessible by group or others (chmod go-rwx)";
+	case VERR_NO_TTY:
+		return "no terminal to ask on: set VAULT_PASSPHRASE_FILE, or run from a terminal";
+	case VERR_PASSPHRASE_EMPTY:
+		return "empty passphrase refused";
+	case VERR_PASSPHRASE_MISMATCH:
+		return "passphrases do not match";
+	case VERR_PASSPHRASE_FILE:
+		return "cannot use the passphrase file: it must be readable, not accessible by "
+		       "group or "
+		       "others (chmod 600), and hold the passphrase on its first line";
+	case VERR_VAULT_MISSING:
+		return "no vault yet: create one with `vault init`";
+	case VERR_VAULT_EXISTS:
+		return "a vault already exists here (remove vault.db yourself to start over)";
+	case VERR_VAULT_FORMAT:
+		return "cannot decrypt vault: not a vrun vault file, truncated, or an unsupported "
+		       "version";
+	case VERR_VAULT_KDF:
+		return "cannot decrypt vault: key derivation parameters out of bounds (damaged "
+		       "file?)";
+	case VERR_VAULT_DECRYPT:
+		return "cannot decrypt vault: wrong passphrase or damaged file";
+	case VERR_VAULT_CORRUPT:
+		return "vault contents are malformed although authenticated (written by a newer "
+		       "version?)";
+	case VERR_VAULT_READONLY:
+		return "vault opened read-only";
+	case VERR_KEY_NAME:
+		return "invalid key name: 1-64 characters, a letter first, then letters, digits, "
+		       "'.', '_' "
+		       "or '-'";
+	case VERR_KEY_EXISTS:
+		return "a key with that name exists: remove it first with `vault rm NAME`";
+	case VERR_KEY_UNKNOWN:
+		return "no such key (see `vault list`)";
+	case VERR_KEY_AMBIGUOUS:
+		return "ambiguous key name: it is a prefix of several keys";
+	case VERR_SECRET_EMPTY:
+		return "empty secret refused";
+	case VERR_SECRET_BYTES:
+		return "secret refused: it contains a CR, LF or NUL byte";
+	case VERR_HOST:
+		return "invalid host: expected HOST[:PORT] with a DNS name, an IPv4 address or a "
+		       "[bracketed] IPv6 address";
+	case VERR_HOST_PORT:
+		return "invalid port: expected a decimal number from 1 to 65535 without leading "
+		       "zeros";
+	case VERR_HOST_WILDCARD:
+		return "invalid wildcard: only a leading '*.' followed by at least two labels "
+		       "(*.example.com) is allowed";
+	case VERR_INJECT:
+		return "invalid --inject: expected placeholder, bearer, basic:USER, header:NAME or "
+		       "query:PARAM";
+	case VERR_ENV_NAME:
+		return "invalid variable name: letters, digits and '_', not starting with a digit";
+	case VERR_ENV_RESERVED:
+		return "variable reserved: vrun sets it itself (proxy, CA, loader or PATH "
+		       "variables); "
+		       "choose another with --env";
+	case VERR_ENV_TAKEN:
+		return "another key already uses that variable: choose another with --env";
+	case VERR_CA_BUNDLE:
+		return "invalid CA bundle: expected a PEM file holding one or more certificates";
+	case VERR_TOO_MANY:
+		return "too many entries";
+	}
+	return "unknown error";
+}
