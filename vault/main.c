@@ -88,6 +88,22 @@ fail(int r, const char *what)
 	return EXIT_FAILURE;
 }
 
+/* Output that did not reach its destination is a failure, not a success. */
+static int
+finish_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout))
+		return fail(VERR_SYSTEM, "stdout");
+	return EXIT_SUCCESS;
+}
+
+static int
+print_usage(void)
+{
+	fputs(usage_text, stdout);
+	return finish_stdout();
+}
+
 static int
 load_paths(struct paths *p)
 {
@@ -168,7 +184,7 @@ kdf_only_opts(int argc, char **argv, struct vault_kdf *kdf, const char *cmd)
 			break;
 		case 'h':
 			printf("usage: vault %s [--kdf interactive|moderate|sensitive]\n", cmd);
-			return EXIT_SUCCESS;
+			return finish_stdout();
 		default:
 			usage_error("%s: bad option", cmd);
 			return EXIT_USAGE;
@@ -421,8 +437,7 @@ cmd_add(int argc, char **argv)
 			e->allow_http = 1;
 			break;
 		case 'h':
-			fputs(usage_text, stdout);
-			ret = EXIT_SUCCESS;
+			ret = print_usage();
 			goto out;
 		default:
 			usage_error("add: bad option");
@@ -577,8 +592,7 @@ json_only_opts(int argc, char **argv, int *json, int nargs, const char *cmd)
 			*json = 1;
 			break;
 		case 'h':
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
+			return print_usage();
 		default:
 			usage_error("%s: bad option", cmd);
 			return EXIT_USAGE;
@@ -625,7 +639,7 @@ cmd_list(int argc, char **argv)
 		printf("%-20s %-14s %-20s %s%s\n", e->name, inj, e->env, hosts,
 		       e->allow_http ? " (http allowed)" : "");
 	}
-	ret = fflush(stdout) == 0 ? EXIT_SUCCESS : fail(VERR_SYSTEM, "stdout");
+	ret = finish_stdout();
 out:
 	vault_close(v);
 	paths_clear(&p);
@@ -668,7 +682,7 @@ cmd_show(int argc, char **argv)
 	printf("created:    %s\n", buf);
 	format_time(e->changed, buf, sizeof(buf));
 	printf("changed:    %s\n", buf);
-	ret = fflush(stdout) == 0 ? EXIT_SUCCESS : fail(VERR_SYSTEM, "stdout");
+	ret = finish_stdout();
 out:
 	vault_close(v);
 	paths_clear(&p);
@@ -725,13 +739,11 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-	    strcmp(argv[1], "help") == 0) {
-		fputs(usage_text, stdout);
-		return EXIT_SUCCESS;
-	}
+	    strcmp(argv[1], "help") == 0)
+		return print_usage();
 	if (strcmp(argv[1], "--version") == 0) {
 		printf("vault %s\n", VRUN_VERSION);
-		return EXIT_SUCCESS;
+		return finish_stdout();
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (strcmp(argv[1], cmds[i].name) == 0) {

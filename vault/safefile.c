@@ -82,7 +82,8 @@ safefile_read(const char *path, size_t max, unsigned char **buf, size_t *len)
 
 	*buf = NULL;
 	*len = 0;
-	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) < 0)
+	/* O_NONBLOCK: a FIFO planted in place of the file must not hang us. */
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) < 0)
 		return errno == ELOOP ? VERR_INSECURE_PATH : VERR_SYSTEM;
 	if (fstat(fd, &st) != 0) {
 		r = VERR_SYSTEM;
@@ -256,7 +257,7 @@ safefile_lock(const char *lockpath, int *fd)
 	int f, r, saved;
 
 	*fd = -1;
-	f = open(lockpath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+	f = open(lockpath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0600);
 	if (f < 0)
 		return errno == ELOOP ? VERR_INSECURE_PATH : VERR_SYSTEM;
 	if (fstat(f, &st) != 0) {

@@ -22,7 +22,8 @@ verr_strerror(int code)
 		return "refusing insecure path: it must be owned by you, not a symlink, and "
 		       "not accessible by group or others (chmod go-rwx)";
 	case VERR_NO_TTY:
-		return "no terminal to ask on: set VAULT_PASSPHRASE_FILE, or run from a terminal";
+		return "no terminal to ask on: run from a terminal, or set VAULT_PASSPHRASE_FILE "
+		       "(VAULT_NEW_PASSPHRASE_FILE for a new passphrase)";
 	case VERR_PASSPHRASE_EMPTY:
 		return "empty passphrase refused";
 	case VERR_PASSPHRASE_MISMATCH:
