@@ -44,7 +44,9 @@ enum verr {
 	VERR_ENV_TAKEN = -31,    /* another key already uses the variable */
 	VERR_CA_BUNDLE = -32,    /* --ca file holds no valid certificate */
 	VERR_TOO_MANY = -33,     /* too many keys or hosts */
-	VERR_LIMIT_LAST = -34
+	VERR_CTL = -34,           /* malformed control message */
+	VERR_CTL_EOF = -35,       /* control peer closed the connection */
+	VERR_LIMIT_LAST = -36
 };
 
 /* A static, human-readable description of code; never NULL. */

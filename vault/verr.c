@@ -87,6 +87,10 @@ verr_strerror(int code)
 		return "invalid CA bundle: expected a PEM file holding one or more certificates";
 	case VERR_TOO_MANY:
 		return "too many entries";
+	case VERR_CTL:
+		return "malformed control message (vrun and vproxy versions differ?)";
+	case VERR_CTL_EOF:
+		return "the control connection closed";
 	}
 	return "unknown error";
 }
