@@ -83,6 +83,14 @@ int vault_create(const struct paths *p, const struct secbuf *pass, const struct 
  */
 int vault_open(const struct paths *p, const struct secbuf *pass, int mode, struct vault **out);
 
+/*
+ * Re-read vault.db with the key derived at open, so a long-running daemon
+ * sees keys added or removed since, without asking for the passphrase
+ * again. On any error the handle keeps its previous contents.
+ * VERR_VAULT_REKEYED when the passphrase (salt or cost) was changed.
+ */
+int vault_refresh(struct vault *v);
+
 /* Encrypt with a fresh nonce and replace vault.db atomically. */
 int vault_save(struct vault *v);
 

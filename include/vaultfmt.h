@@ -82,6 +82,14 @@ int vaultfmt_seal(const struct vaultfmt_header *h, const struct secbuf *key,
 int vaultfmt_open(const unsigned char *file, size_t filelen, const struct secbuf *pass,
                   struct vaultfmt_header *h, struct secbuf **key, struct secbuf **plaintext);
 
+/*
+ * Decrypt a file image whose header was parsed into *h with an already
+ * derived key (a daemon re-reading the vault without the passphrase).
+ * VERR_VAULT_DECRYPT when the key does not open it.
+ */
+int vaultfmt_decrypt(const unsigned char *file, size_t filelen, const struct vaultfmt_header *h,
+                     const struct secbuf *key, struct secbuf **plaintext);
+
 /* Free entries and the audit key; zero *c. */
 void vaultfmt_contents_clear(struct vaultfmt_contents *c);
 

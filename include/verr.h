@@ -38,15 +38,16 @@ enum verr {
 	VERR_HOST = -25,         /* malformed HOST[:PORT] */
 	VERR_HOST_PORT = -26,    /* port not in 1..65535, or not canonical */
 	VERR_HOST_WILDCARD = -27,
-	VERR_INJECT = -28,       /* malformed --inject mode */
-	VERR_ENV_NAME = -29,     /* malformed placeholder variable name */
-	VERR_ENV_RESERVED = -30, /* variable that vrun itself controls */
-	VERR_ENV_TAKEN = -31,    /* another key already uses the variable */
-	VERR_CA_BUNDLE = -32,    /* --ca file holds no valid certificate */
-	VERR_TOO_MANY = -33,     /* too many keys or hosts */
+	VERR_INJECT = -28,        /* malformed --inject mode */
+	VERR_ENV_NAME = -29,      /* malformed placeholder variable name */
+	VERR_ENV_RESERVED = -30,  /* variable that vrun itself controls */
+	VERR_ENV_TAKEN = -31,     /* another key already uses the variable */
+	VERR_CA_BUNDLE = -32,     /* --ca file holds no valid certificate */
+	VERR_TOO_MANY = -33,      /* too many keys or hosts */
 	VERR_CTL = -34,           /* malformed control message */
 	VERR_CTL_EOF = -35,       /* control peer closed the connection */
-	VERR_LIMIT_LAST = -36
+	VERR_VAULT_REKEYED = -36, /* passphrase changed under a running daemon */
+	VERR_LIMIT_LAST = -37
 };
 
 /* A static, human-readable description of code; never NULL. */

@@ -478,6 +478,44 @@ out:
 }
 
 int
+vault_refresh(struct vault *v)
+{
+	struct vaultfmt_header h;
+	struct vaultfmt_contents c;
+	struct secbuf *pt = NULL;
+	unsigned char *file = NULL;
+	size_t flen = 0;
+	int r;
+
+	if ((r = safefile_read(v->db, VAULTFMT_FILE_MAX, &file, &flen)) != 0) {
+		if (r == VERR_SYSTEM && errno == ENOENT)
+			r = VERR_VAULT_MISSING;
+		else if (r == VERR_TOO_LARGE)
+			r = VERR_VAULT_FORMAT;
+		goto out;
+	}
+	if ((r = vaultfmt_header_parse(file, flen, &h)) != 0)
+		goto out;
+	/* Same salt and cost, or our derived key cannot be the right one. */
+	if (sodium_memcmp(h.salt, v->hdr.salt, sizeof(h.salt)) != 0 ||
+	    h.kdf.opslimit != v->hdr.kdf.opslimit || h.kdf.memlimit != v->hdr.kdf.memlimit) {
+		r = VERR_VAULT_REKEYED;
+		goto out;
+	}
+	if ((r = vaultfmt_decrypt(file, flen, &h, v->key, &pt)) != 0 ||
+	    (r = vaultfmt_decode(pt->data, pt->len, &c)) != 0)
+		goto out;
+	vaultfmt_contents_clear(&v->c);
+	v->c = c;
+	v->hdr = h;
+	r = VERR_OK;
+out:
+	free(file);
+	secbuf_free(pt);
+	return r;
+}
+
+int
 vault_save(struct vault *v)
 {
 	struct secbuf *pt = NULL;

@@ -416,38 +416,50 @@ vaultfmt_seal(const struct vaultfmt_header *h, const struct secbuf *key,
 }
 
 int
+vaultfmt_decrypt(const unsigned char *file, size_t filelen, const struct vaultfmt_header *h,
+                 const struct secbuf *key, struct secbuf **plaintext)
+{
+	struct secbuf *pt = NULL;
+	unsigned long long mlen;
+	size_t clen;
+	int r;
+
+	*plaintext = NULL;
+	if (filelen < VAULTFMT_HEADER_LEN + VAULTFMT_TAG_LEN || key->len != VAULTFMT_KEY_LEN)
+		return VERR_VAULT_FORMAT;
+	clen = filelen - VAULTFMT_HEADER_LEN;
+	if ((r = secbuf_new(clen - VAULTFMT_TAG_LEN, &pt)) != 0)
+		return r;
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(
+	            pt->data, &mlen, NULL, file + VAULTFMT_HEADER_LEN, clen, file,
+	            VAULTFMT_HEADER_LEN, h->nonce, key->data) != 0) {
+		secbuf_free(pt);
+		return VERR_VAULT_DECRYPT;
+	}
+	pt->len = (size_t)mlen;
+	*plaintext = pt;
+	return VERR_OK;
+}
+
+int
 vaultfmt_open(const unsigned char *file, size_t filelen, const struct secbuf *pass,
               struct vaultfmt_header *h, struct secbuf **key, struct secbuf **plaintext)
 {
-	struct secbuf *k = NULL, *pt = NULL;
-	unsigned long long mlen;
-	size_t clen;
+	struct secbuf *k = NULL;
 	int r;
 
 	*key = NULL;
 	*plaintext = NULL;
 	if ((r = vaultfmt_header_parse(file, filelen, h)) != 0)
 		return r;
-	clen = filelen - VAULTFMT_HEADER_LEN;
 	if ((r = vaultfmt_derive_key(pass, h, &k)) != 0)
-		goto out;
-	if ((r = secbuf_new(clen - VAULTFMT_TAG_LEN, &pt)) != 0)
-		goto out;
-	if (crypto_aead_xchacha20poly1305_ietf_decrypt(
-	            pt->data, &mlen, NULL, file + VAULTFMT_HEADER_LEN, clen, file,
-	            VAULTFMT_HEADER_LEN, h->nonce, k->data) != 0) {
-		r = VERR_VAULT_DECRYPT;
-		goto out;
+		return r;
+	if ((r = vaultfmt_decrypt(file, filelen, h, k, plaintext)) != 0) {
+		secbuf_free(k);
+		return r;
 	}
-	pt->len = (size_t)mlen;
 	*key = k;
-	*plaintext = pt;
-	k = pt = NULL;
-	r = VERR_OK;
-out:
-	secbuf_free(k);
-	secbuf_free(pt);
-	return r;
+	return VERR_OK;
 }
 
 void

@@ -91,6 +91,9 @@ verr_strerror(int code)
 		return "malformed control message (vrun and vproxy versions differ?)";
 	case VERR_CTL_EOF:
 		return "the control connection closed";
+	case VERR_VAULT_REKEYED:
+		return "the vault passphrase was changed since vproxy started: restart it with "
+		       "`vproxy stop; vproxy start`";
 	}
 	return "unknown error";
 }

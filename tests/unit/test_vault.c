@@ -247,6 +247,41 @@ test_concurrent_writers(void **state)
 	vault_close(v);
 }
 
+/* A daemon's handle follows edits made by `vault` without the passphrase. */
+static void
+test_refresh(void **state)
+{
+	struct vault *daemon, *w;
+	struct vault_entry *e;
+	const struct vault_entry *f;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(vault_open(&P, pass, VAULT_READ, &daemon), 0);
+	n = vault_count(daemon);
+	assert_int_equal(vault_open(&P, pass, VAULT_WRITE, &w), 0);
+	e = entry("fresh", "fresh.example");
+	assert_int_equal(vault_add(w, &e), 0);
+	assert_int_equal(vault_save(w), 0);
+	vault_close(w);
+	assert_int_equal(vault_find(daemon, "fresh", &f), VERR_KEY_UNKNOWN);
+	assert_int_equal(vault_refresh(daemon), 0);
+	assert_int_equal(vault_count(daemon), n + 1);
+	assert_int_equal(vault_find(daemon, "fresh", &f), 0);
+
+	/* After a passphrase change the old key cannot open it: say so, keep state. */
+	assert_int_equal(vault_open(&P, pass, VAULT_WRITE, &w), 0);
+	assert_int_equal(vault_remove(w, "fresh"), 0);
+	assert_int_equal(vault_rekey(w, pass2, &K), 0);
+	vault_close(w);
+	assert_int_equal(vault_refresh(daemon), VERR_VAULT_REKEYED);
+	assert_int_equal(vault_find(daemon, "fresh", &f), 0);
+	vault_close(daemon);
+	assert_int_equal(vault_open(&P, pass2, VAULT_WRITE, &w), 0);
+	assert_int_equal(vault_rekey(w, pass, &K), 0);
+	vault_close(w);
+}
+
 static void
 test_insecure_and_leftovers(void **state)
 {
@@ -287,11 +322,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_create_open),
-	        cmocka_unit_test(test_edit_and_resolve),
-	        cmocka_unit_test(test_rekey),
-	        cmocka_unit_test(test_concurrent_writers),
-	        cmocka_unit_test(test_insecure_and_leftovers),
+	        cmocka_unit_test(test_create_open), cmocka_unit_test(test_edit_and_resolve),
+	        cmocka_unit_test(test_rekey),       cmocka_unit_test(test_concurrent_writers),
+	        cmocka_unit_test(test_refresh),     cmocka_unit_test(test_insecure_and_leftovers),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
