@@ -38,16 +38,24 @@ enum verr {
 	VERR_HOST = -25,         /* malformed HOST[:PORT] */
 	VERR_HOST_PORT = -26,    /* port not in 1..65535, or not canonical */
 	VERR_HOST_WILDCARD = -27,
-	VERR_INJECT = -28,        /* malformed --inject mode */
-	VERR_ENV_NAME = -29,      /* malformed placeholder variable name */
-	VERR_ENV_RESERVED = -30,  /* variable that vrun itself controls */
-	VERR_ENV_TAKEN = -31,     /* another key already uses the variable */
-	VERR_CA_BUNDLE = -32,     /* --ca file holds no valid certificate */
-	VERR_TOO_MANY = -33,      /* too many keys or hosts */
-	VERR_CTL = -34,           /* malformed control message */
-	VERR_CTL_EOF = -35,       /* control peer closed the connection */
-	VERR_VAULT_REKEYED = -36, /* passphrase changed under a running daemon */
-	VERR_LIMIT_LAST = -37
+	VERR_INJECT = -28,              /* malformed --inject mode */
+	VERR_ENV_NAME = -29,            /* malformed placeholder variable name */
+	VERR_ENV_RESERVED = -30,        /* variable that vrun itself controls */
+	VERR_ENV_TAKEN = -31,           /* another key already uses the variable */
+	VERR_CA_BUNDLE = -32,           /* --ca file holds no valid certificate */
+	VERR_TOO_MANY = -33,            /* too many keys or hosts */
+	VERR_CTL = -34,                 /* malformed control message */
+	VERR_CTL_EOF = -35,             /* control peer closed the connection */
+	VERR_VAULT_REKEYED = -36,       /* passphrase changed under a running daemon */
+	VERR_DAEMON_RUNNING = -37,      /* another vproxy is running for this VAULT_HOME */
+	VERR_DAEMON_DOWN = -38,         /* no vproxy answers on the control socket */
+	VERR_LISTENER = -39,            /* descriptor passed is not a listening TCP socket */
+	VERR_SESSION_LIMIT = -40,       /* too many sessions */
+	VERR_CERT_UNBOUND = -41,        /* no leaf: host not bound to the session */
+	VERR_CERT_EXPIRED = -42,        /* the session CA is past its notAfter */
+	VERR_INJECT_CONFLICT = -43,     /* two keys set the same header or parameter */
+	VERR_INJECT_SECRET_BYTES = -44, /* secret has bytes a header value cannot carry */
+	VERR_LIMIT_LAST = -45
 };
 
 /* A static, human-readable description of code; never NULL. */

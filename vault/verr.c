@@ -94,6 +94,24 @@ verr_strerror(int code)
 	case VERR_VAULT_REKEYED:
 		return "the vault passphrase was changed since vproxy started: restart it with "
 		       "`vproxy stop; vproxy start`";
+	case VERR_DAEMON_RUNNING:
+		return "vproxy is already running for this VAULT_HOME (see `vproxy status`)";
+	case VERR_DAEMON_DOWN:
+		return "vproxy is not running: start it with `vproxy start`";
+	case VERR_LISTENER:
+		return "the session listener passed is not a listening TCP socket on loopback";
+	case VERR_SESSION_LIMIT:
+		return "too many live sessions in vproxy";
+	case VERR_CERT_UNBOUND:
+		return "no certificate for this host: it is not bound to any key of the session";
+	case VERR_CERT_EXPIRED:
+		return "the session certificate authority has expired: start a new session";
+	case VERR_INJECT_CONFLICT:
+		return "request refused: two keys bound to this host would set the same header or "
+		       "query parameter; bind them to different hosts or use placeholder injection";
+	case VERR_INJECT_SECRET_BYTES:
+		return "request refused: the secret contains control characters, which a header "
+		       "cannot carry; use basic:USER or query:PARAM injection for it";
 	}
 	return "unknown error";
 }
