@@ -1,0 +1,85 @@
+/*
+ * session: one `vrun` invocation as vproxy sees it. It holds copies of the
+ * session's keys (secrets in sodium memory), a fresh placeholder per key,
+ * the session CA and the CA bundle file for the child, and the listener
+ * vrun passed in: every connection accepted on it belongs to this session.
+ */
+#ifndef VRUN_SESSION_H
+#define VRUN_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hostspec.h"
+#include "resolve.h"
+#include "vault.h"
+
+#define SESSION_MAX_ALLOW 64
+#define SESSION_ID_LEN    16 /* hex characters */
+
+struct event_base;
+struct session;
+
+struct session_params {
+	const struct vault_entry *const *keys; /* resolved entries, copied in */
+	size_t nkeys;
+	const struct hostspec *allow; /* --allow-host: tunnelled opaquely */
+	size_t nallow;
+	const char *command; /* for status and audit */
+	pid_t pid;
+	int listen_fd; /* ownership moves in on success */
+	const char *runtime_dir;
+	const struct resolve_map *resolve;
+};
+
+/*
+ * Start a session: copy the keys, make placeholders, the CA and its
+ * bundle, and start accepting on the listener. VERR_LISTENER when the
+ * descriptor is not a listening TCP socket.
+ */
+int session_open(struct event_base *base, const struct session_params *p, struct session **out);
+
+const char *session_id(const struct session *s);
+const char *session_ca_path(const struct session *s);
+const char *session_command(const struct session *s);
+size_t session_nkeys(const struct session *s);
+const char *session_key_name(const struct session *s, size_t i);
+const char *session_key_env(const struct session *s, size_t i);
+const char *session_placeholder(const struct session *s, size_t i);
+uint64_t session_requests(const struct session *s);
+
+/* ---- for the connections of the session (conn.c) ---- */
+
+struct sessca;
+struct inject_key;
+struct evdns_base;
+typedef struct ssl_ctx_st SSL_CTX;
+
+struct event_base *session_base(const struct session *s);
+struct sessca *session_ca(const struct session *s);
+const struct inject_key *session_inject_keys(const struct session *s, size_t *n);
+const struct resolve_map *session_resolve(const struct session *s);
+
+/* 1 when a key of the session is bound to the concrete target, else 0. */
+int session_bound(const struct session *s, const struct hostspec *target);
+
+/* 1 when target was given with --allow-host (opaque tunnel), else 0. */
+int session_tunnel_allowed(const struct session *s, const struct hostspec *target);
+
+/*
+ * The upstream TLS context for a bound target: the CA bundles of the keys
+ * bound to it (vault add --ca) when any has one, else the system roots.
+ * A new reference (SSL_CTX_free), or NULL.
+ */
+SSL_CTX *session_upstream_ctx(const struct session *s, const struct hostspec *target);
+
+/* The DNS resolver for names without a --resolve entry (made on first use). */
+struct evdns_base *session_dns(struct session *s);
+
+void session_count_request(struct session *s);
+
+/* Stop accepting, close every connection, delete the bundle, wipe keys. */
+void session_close(struct session *s);
+
+#endif

@@ -1,0 +1,1002 @@
+#define _GNU_SOURCE
+#include "conn.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "hostspec.h"
+#include "http.h"
+#include "inject.h"
+#include "resolve.h"
+#include "secbuf.h"
+#include "sessca.h"
+#include "session.h"
+#include "tlsctx.h"
+#include "verr.h"
+
+/* Timeouts (seconds). */
+#define T_HEAD      30  /* to send a complete request head */
+#define T_IDLE      60  /* between requests on a kept-alive connection */
+#define T_CONNECT   10  /* resolve + TCP connect + upstream TLS */
+#define T_HANDSHAKE 10  /* client TLS handshake */
+#define T_EXCHANGE  120 /* no byte moved in either direction */
+
+/* Backpressure: stop reading a side while the other's output exceeds HIGH. */
+#define WM_HIGH (256 * 1024)
+#define WM_LOW  (64 * 1024)
+
+enum conn_state {
+	C_FIRST_HEAD = 1, /* reading CONNECT or an absolute-form request */
+	C_UP_CONNECTING,  /* resolving and connecting upstream */
+	C_TUNNEL,         /* --allow-host: bytes copied both ways, unseen */
+	C_TLS_ACCEPT,     /* client TLS handshake with the minted leaf */
+	C_REQ_HEAD,       /* waiting for the next request head */
+	C_EXCHANGE,       /* request head sent: bodies stream both ways */
+	C_CLOSING,        /* last bytes to the client, then close */
+};
+
+struct conn {
+	struct session *s;
+	struct conn_list *list;
+	struct conn *prev, *next;
+	enum conn_state state;
+	struct bufferevent *cli; /* client: plain socket, or TLS filter over it */
+	struct bufferevent *up;  /* upstream: TLS or plain */
+	struct evdns_getaddrinfo_request *dns;
+	struct event *linger;   /* polls the socket below TLS while closing */
+	struct hostspec target; /* canonical destination */
+	int tunnel;             /* opaque (--allow-host) */
+	int plain;              /* plain-HTTP absolute-form request */
+	int up_ready;           /* upstream connected (and TLS verified) */
+	struct http_limits limits;
+	/* The request being relayed. */
+	struct secbuf *head; /* upstream request head: holds the secret */
+	int req_is_head;
+	int req_body;
+	uint64_t req_left;
+	struct http_chunked req_chunk;
+	int req_done;
+	int client_keep_alive;
+	/* Its response. */
+	int resp_started;
+	int up_keep_alive;
+	int resp_body;
+	uint64_t resp_left;
+	struct http_chunked resp_chunk;
+};
+
+static void conn_close(struct conn *c);
+static void start_tls(struct conn *c);
+static void parse_request(struct conn *c);
+static void client_read(struct bufferevent *bev, void *arg);
+static void upstream_read(struct bufferevent *bev, void *arg);
+static void pump(struct conn *c);
+
+/* ---- state and errors ---- */
+
+static void
+set_timeouts(struct bufferevent *bev, int sec)
+{
+	struct timeval tv = {sec, 0};
+
+	if (bev != NULL)
+		bufferevent_set_timeouts(bev, &tv, NULL);
+}
+
+/* The one place the state changes, with the timeout that goes with it. */
+static void
+set_state(struct conn *c, enum conn_state st)
+{
+	c->state = st;
+	switch (st) {
+	case C_FIRST_HEAD:
+	case C_REQ_HEAD:
+		set_timeouts(c->cli, st == C_REQ_HEAD && c->up_ready ? T_IDLE : T_HEAD);
+		break;
+	case C_UP_CONNECTING:
+		set_timeouts(c->cli, T_CONNECT);
+		set_timeouts(c->up, T_CONNECT);
+		break;
+	case C_TLS_ACCEPT:
+		set_timeouts(c->cli, T_HANDSHAKE);
+		break;
+	case C_TUNNEL:
+	case C_EXCHANGE:
+		set_timeouts(c->cli, T_EXCHANGE);
+		set_timeouts(c->up, T_EXCHANGE);
+		break;
+	case C_CLOSING:
+		set_timeouts(c->cli, T_HANDSHAKE);
+		break;
+	}
+}
+
+static void linger_check(evutil_socket_t fd, short what, void *arg);
+
+/*
+ * Close once the last bytes are on the wire. With TLS, the filter's own
+ * output drains into the socket bufferevent below it, which must drain too.
+ */
+static void
+finish_after_flush(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct bufferevent *under = bufferevent_get_underlying(bev);
+	struct timeval tv = {0, 10 * 1000};
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+		return;
+	if (under != NULL && evbuffer_get_length(bufferevent_get_output(under)) != 0) {
+		if (c->linger == NULL &&
+		    (c->linger = evtimer_new(session_base(c->s), linger_check, c)) == NULL) {
+			conn_close(c);
+			return;
+		}
+		evtimer_add(c->linger, &tv);
+		return;
+	}
+	conn_close(c);
+}
+
+static void
+linger_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	finish_after_flush(c->cli, c);
+}
+
+/* Answer the client with a short text error and close once it is sent. */
+static void
+respond_error(struct conn *c, int status, const char *text, const char *why)
+{
+	struct evbuffer *out;
+
+	if (c->cli == NULL || c->resp_started) {
+		conn_close(c);
+		return;
+	}
+	out = bufferevent_get_output(c->cli);
+	evbuffer_add_printf(out,
+	                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+	                    "Connection: close\r\n\r\nvrun: %s\n",
+	                    status, text, strlen(why) + 6, why);
+	if (c->up != NULL) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+	}
+	bufferevent_disable(c->cli, EV_READ);
+	bufferevent_setcb(c->cli, NULL, finish_after_flush, NULL, c);
+	bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+	set_state(c, C_CLOSING);
+	bufferevent_enable(c->cli, EV_WRITE);
+}
+
+static const char *
+status_text(int status)
+{
+	switch (status) {
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 408:
+		return "Request Timeout";
+	case 414:
+		return "URI Too Long";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 501:
+		return "Not Implemented";
+	case 502:
+		return "Bad Gateway";
+	case 504:
+		return "Gateway Timeout";
+	case 505:
+		return "HTTP Version Not Supported";
+	}
+	return "Error";
+}
+
+/* ---- the one close path ---- */
+
+static void
+conn_close(struct conn *c)
+{
+	if (c->dns != NULL)
+		evdns_getaddrinfo_cancel(c->dns); /* its callback sees the cancel, not us */
+	if (c->linger != NULL)
+		event_free(c->linger);
+	if (c->up != NULL)
+		bufferevent_free(c->up);
+	if (c->cli != NULL)
+		bufferevent_free(c->cli);
+	secbuf_free(c->head);
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		c->list->first = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	c->list->n--;
+	free(c);
+}
+
+void
+conn_close_all(struct conn_list *list)
+{
+	while (list->first != NULL)
+		conn_close(list->first);
+}
+
+/* ---- backpressure ---- */
+
+/* Move n bytes from src's input to dst's output, pausing src when dst is full. */
+static void
+move(struct bufferevent *src, struct bufferevent *dst, size_t n)
+{
+	struct evbuffer *out = bufferevent_get_output(dst);
+
+	evbuffer_remove_buffer(bufferevent_get_input(src), out, n);
+	if (evbuffer_get_length(out) >= WM_HIGH) {
+		bufferevent_disable(src, EV_READ);
+		bufferevent_setwatermark(dst, EV_WRITE, WM_LOW, 0);
+	}
+}
+
+static void
+drained(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct bufferevent *other = bev == c->cli ? c->up : c->cli;
+
+	/* Below the low watermark again: let the other side talk. */
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	if (other != NULL && c->state != C_CLOSING)
+		bufferevent_enable(other, EV_READ);
+	if (c->state == C_EXCHANGE || c->state == C_TUNNEL)
+		pump(c);
+}
+
+/* ---- upstream connection ---- */
+
+static void upstream_event(struct bufferevent *bev, short what, void *arg);
+
+static int
+start_upstream_socket(struct conn *c, const struct sockaddr *sa, socklen_t salen)
+{
+	struct bufferevent *bev;
+	SSL_CTX *ctx;
+	SSL *ssl;
+
+	if (c->tunnel || c->plain) {
+		bev = bufferevent_socket_new(session_base(c->s), -1,
+		                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	} else {
+		if ((ctx = session_upstream_ctx(c->s, &c->target)) == NULL)
+			return VERR_CRYPTO;
+		ssl = SSL_new(ctx);
+		SSL_CTX_free(ctx);
+		if (ssl == NULL)
+			return VERR_CRYPTO;
+		/* Verify the name we were asked for, and send it as SNI (not for IPs). */
+		if (c->target.kind == HOSTSPEC_NAME) {
+			if (SSL_set_tlsext_host_name(ssl, c->target.host) != 1 ||
+			    SSL_set1_host(ssl, c->target.host) != 1) {
+				SSL_free(ssl);
+				return VERR_CRYPTO;
+			}
+			SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+		} else if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), c->target.host) !=
+		           1) {
+			SSL_free(ssl);
+			return VERR_CRYPTO;
+		}
+		bev = bufferevent_openssl_socket_new(
+		        session_base(c->s), -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+		        BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		if (bev == NULL)
+			SSL_free(ssl);
+		else
+			/* Many servers close without close_notify; framing still tells truncation.
+			 */
+			bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	}
+	if (bev == NULL)
+		return VERR_NOMEM;
+	c->up = bev;
+	bufferevent_setcb(bev, upstream_read, drained, upstream_event, c);
+	set_timeouts(bev, T_CONNECT);
+	/* The address vproxy resolved itself: no second lookup anywhere. */
+	if (bufferevent_socket_connect(bev, sa, (int)salen) != 0)
+		return VERR_SYSTEM;
+	return VERR_OK;
+}
+
+static void
+dns_done(int err, struct evutil_addrinfo *res, void *arg)
+{
+	struct conn *c = arg;
+	int r = VERR_SYSTEM;
+
+	if (err == EVUTIL_EAI_CANCEL)
+		return; /* conn_close cancelled us; c is gone */
+	c->dns = NULL;
+	if (err == 0 && res != NULL) {
+		((struct sockaddr_in *)res->ai_addr)->sin_port = htons(c->target.port);
+		r = start_upstream_socket(c, res->ai_addr, (socklen_t)res->ai_addrlen);
+	}
+	if (res != NULL)
+		evutil_freeaddrinfo(res);
+	if (r != 0)
+		respond_error(c, 502, "Bad Gateway",
+		              err != 0 ? "cannot resolve the upstream host"
+		                       : "cannot connect upstream");
+}
+
+/* Resolve (overrides first) and connect; the head goes out once connected. */
+static void
+connect_upstream(struct conn *c)
+{
+	const struct resolve_entry *re = resolve_find(session_resolve(c->s), &c->target);
+	struct evutil_addrinfo hints;
+	struct sockaddr_storage ss;
+	struct evdns_getaddrinfo_request *req;
+	struct evdns_base *dns;
+	int r;
+
+	set_state(c, C_UP_CONNECTING);
+	if (re != NULL) {
+		r = start_upstream_socket(c, (const struct sockaddr *)&re->addr, re->addrlen);
+	} else if (c->target.kind != HOSTSPEC_NAME) {
+		memset(&ss, 0, sizeof(ss));
+		if (c->target.kind == HOSTSPEC_IPV4) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+			s4->sin_family = AF_INET;
+			s4->sin_port = htons(c->target.port);
+			evutil_inet_pton(AF_INET, c->target.host, &s4->sin_addr);
+			r = start_upstream_socket(c, (struct sockaddr *)s4, sizeof(*s4));
+		} else {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+			s6->sin6_family = AF_INET6;
+			s6->sin6_port = htons(c->target.port);
+			evutil_inet_pton(AF_INET6, c->target.host, &s6->sin6_addr);
+			r = start_upstream_socket(c, (struct sockaddr *)s6, sizeof(*s6));
+		}
+	} else {
+		if ((dns = session_dns(c->s)) == NULL) {
+			respond_error(c, 502, "Bad Gateway", "no DNS resolver");
+			return;
+		}
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_family = AF_INET; /* first address only; IPv6 upstreams via --resolve */
+		hints.ai_socktype = SOCK_STREAM;
+		hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
+		/* An immediate answer runs dns_done (which may close c) before this returns. */
+		req = evdns_getaddrinfo(dns, c->target.host, NULL, &hints, dns_done, c);
+		if (req != NULL)
+			c->dns = req;
+		return;
+	}
+	if (r != 0)
+		respond_error(c, 502, "Bad Gateway", "cannot connect upstream");
+}
+
+static void
+head_released(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	secbuf_free(arg); /* wipes the secret */
+}
+
+static void
+send_head(struct conn *c)
+{
+	struct secbuf *h = c->head;
+
+	c->head = NULL;
+	/*
+	 * By reference, so the only plaintext copy of the secret stays in
+	 * sodium memory and is wiped as soon as the bytes have been written.
+	 */
+	if (evbuffer_add_reference(bufferevent_get_output(c->up), h->data, h->len, head_released,
+	                           h) != 0) {
+		secbuf_free(h);
+		conn_close(c);
+	}
+}
+
+static void
+upstream_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	unsigned long e;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		c->up_ready = 1;
+		if (c->tunnel) {
+			evbuffer_add_printf(bufferevent_get_output(c->cli),
+			                    "HTTP/1.1 200 Connection Established\r\n\r\n");
+			set_state(c, C_TUNNEL);
+			bufferevent_enable(c->cli, EV_READ);
+			bufferevent_enable(c->up, EV_READ | EV_WRITE);
+			pump(c);
+			return;
+		}
+		/* Verified TLS (or allowed plain HTTP): only now may the head go out. */
+		set_state(c, C_EXCHANGE);
+		send_head(c);
+		bufferevent_enable(c->up, EV_READ | EV_WRITE);
+		pump(c);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT) {
+		respond_error(c, 504, "Gateway Timeout", "upstream timed out");
+		return;
+	}
+	if ((what & BEV_EVENT_EOF) && c->state == C_EXCHANGE && c->resp_body == HTTP_BODY_CLOSE) {
+		/* Close-delimited body: forward the rest, then close the client. */
+		upstream_read(c->up, c);
+		bufferevent_free(c->up);
+		c->up = NULL;
+		set_state(c, C_CLOSING);
+		bufferevent_setcb(c->cli, NULL, finish_after_flush, NULL, c);
+		finish_after_flush(c->cli, c);
+		return;
+	}
+	if (c->state == C_TUNNEL && (what & BEV_EVENT_EOF)) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+		set_state(c, C_CLOSING);
+		bufferevent_setcb(c->cli, NULL, finish_after_flush, NULL, c);
+		finish_after_flush(c->cli, c);
+		return;
+	}
+	if (!c->up_ready) {
+		e = bufferevent_get_openssl_error(bev);
+		respond_error(c, 502, "Bad Gateway",
+		              e != 0 && ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED
+		                      ? "upstream certificate verification failed"
+		                      : "cannot connect upstream");
+		return;
+	}
+	if (c->state == C_REQ_HEAD) {
+		/* The upstream closed an idle kept-alive connection: reconnect later. */
+		bufferevent_free(c->up);
+		c->up = NULL;
+		c->up_ready = 0;
+		return;
+	}
+	respond_error(c, 502, "Bad Gateway", "upstream closed the connection");
+}
+
+/* ---- request heads ---- */
+
+/* Hop-by-hop fields never cross the proxy (RFC 9110 7.6.1). */
+static int
+hop_by_hop(const struct http_request *rq, const struct http_header *h)
+{
+	static const char *const names[] = {
+	        "connection", "proxy-connection", "keep-alive",          "te",
+	        "trailer",    "upgrade",          "proxy-authorization", NULL};
+
+	for (size_t i = 0; names[i] != NULL; i++)
+		if (h->name_len == strlen(names[i]) &&
+		    strncasecmp(h->name, names[i], h->name_len) == 0)
+			return 1;
+	return http_connection_lists(rq->headers, rq->num_headers, h->name, h->name_len);
+}
+
+/* Host (and an absolute-form authority) must name exactly the destination. */
+static int
+host_matches(const struct conn *c, const char *v, size_t n)
+{
+	struct hostspec h;
+
+	if (hostspec_parse(v, n, 0, &h) != 0)
+		return 0;
+	if (memchr(v, ':', n) == NULL || (v[0] == '[' && v[n - 1] == ']'))
+		h.port = c->plain ? 80 : 443; /* no port: the scheme's default */
+	return h.kind == c->target.kind && h.port == c->target.port &&
+	       strcmp(h.host, c->target.host) == 0;
+}
+
+static void
+begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
+{
+	struct inject_request ir;
+	struct inject_dest dest = {&c->target, !c->plain};
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	uint8_t drop[HTTP_HEADERS_MAX];
+	uint8_t results[INJECT_KEYS_MAX];
+	const struct inject_key *keys;
+	size_t nkeys;
+	int r;
+
+	memset(drop, 0, sizeof(drop));
+	for (size_t i = 0; i < rq->num_headers; i++)
+		drop[i] = (uint8_t)hop_by_hop(rq, &rq->headers[i]);
+	memset(&ir, 0, sizeof(ir));
+	ir.method = rq->method;
+	ir.method_len = rq->method_len;
+	/* Upstream gets origin-form: the absolute URI was for us. */
+	ir.target = rq->target_form == HTTP_TARGET_ABSOLUTE ? rq->path : rq->target;
+	ir.target_len = rq->target_form == HTTP_TARGET_ABSOLUTE ? rq->path_len : rq->target_len;
+	if (ir.target_len == 0 || ir.target[0] == '?') {
+		respond_error(c, 400, "Bad Request", "absolute-form target without a path");
+		return;
+	}
+	ir.headers = rq->headers;
+	ir.nheaders = rq->num_headers;
+	ir.drop = drop;
+	keys = session_inject_keys(c->s, &nkeys);
+	if (c->tunnel)
+		nkeys = 0;
+	r = inject_apply(&ir, &dest, keys, nkeys, &c->head, nkeys > 0 ? results : NULL);
+	evbuffer_drain(in, consumed);
+	if (r != 0) {
+		respond_error(c, r == VERR_INJECT_CONFLICT ? 502 : 400, status_text(400),
+		              verr_strerror(r));
+		return;
+	}
+	session_count_request(c->s);
+	c->req_is_head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
+	c->req_body = rq->body;
+	c->req_left = rq->content_length;
+	c->req_done = rq->body == HTTP_BODY_NONE ||
+	              (rq->body == HTTP_BODY_LENGTH && rq->content_length == 0);
+	if (rq->body == HTTP_BODY_CHUNKED)
+		http_chunked_init(&c->req_chunk, &c->limits);
+	c->client_keep_alive = rq->keep_alive && !c->plain;
+	c->resp_started = 0;
+	c->resp_body = HTTP_BODY_NONE;
+	bufferevent_disable(c->cli, EV_READ);
+	if (c->up == NULL || !c->up_ready) {
+		c->up_ready = 0;
+		connect_upstream(c);
+		return;
+	}
+	set_state(c, C_EXCHANGE);
+	send_head(c);
+	pump(c);
+}
+
+static void
+parse_request(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	size_t len = evbuffer_get_length(in);
+	struct http_request *rq;
+	const char *buf;
+	int n;
+
+	if (len == 0)
+		return;
+	if (len > c->limits.max_head + 1)
+		len = c->limits.max_head + 1;
+	if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)len)) == NULL ||
+	    (rq = malloc(sizeof(*rq))) == NULL) {
+		conn_close(c);
+		return;
+	}
+	n = http_parse_request(buf, len, &c->limits, rq);
+	if (n == HTTP_INCOMPLETE) {
+		free(rq);
+		return;
+	}
+	if (n == HTTP_ERROR) {
+		respond_error(c, rq->err_status, status_text(rq->err_status), rq->err_reason);
+		free(rq);
+		return;
+	}
+	if (c->state == C_FIRST_HEAD) {
+		int r;
+
+		if (rq->target_form == HTTP_TARGET_AUTHORITY) {
+			r = hostspec_parse(rq->authority, rq->authority_len, HOSTSPEC_REQUIRE_PORT,
+			                   &c->target);
+		} else if (rq->target_form == HTTP_TARGET_ABSOLUTE && rq->scheme_len == 4 &&
+		           strncasecmp(rq->scheme, "http", 4) == 0) {
+			c->plain = 1;
+			r = hostspec_parse(rq->authority, rq->authority_len, 0, &c->target);
+			if (r == 0 && memchr(rq->authority, ':', rq->authority_len) == NULL)
+				c->target.port = 80;
+		} else {
+			respond_error(c, 400, "Bad Request",
+			              "expected CONNECT host:port or an http:// absolute URI");
+			free(rq);
+			return;
+		}
+		if (r != 0) {
+			respond_error(c, 400, "Bad Request", verr_strerror(r));
+			free(rq);
+			return;
+		}
+		/* Decided on the name alone: nothing unbound is ever resolved. */
+		if (session_tunnel_allowed(c->s, &c->target) && !c->plain) {
+			c->tunnel = 1;
+		} else if (!session_bound(c->s, &c->target) &&
+		           !session_tunnel_allowed(c->s, &c->target)) {
+			char what[HOSTSPEC_NAME_MAX + 64], hp[HOSTSPEC_NAME_MAX + 16];
+
+			hostspec_format(&c->target, hp, sizeof(hp));
+			snprintf(what, sizeof(what), "%s is not bound to a key of this session",
+			         hp);
+			session_count_request(c->s);
+			respond_error(c, 403, "Forbidden", what);
+			free(rq);
+			return;
+		}
+		if (!c->plain) {
+			evbuffer_drain(in, (size_t)n);
+			free(rq);
+			if (c->tunnel) {
+				bufferevent_disable(c->cli, EV_READ);
+				session_count_request(c->s);
+				connect_upstream(c);
+				return;
+			}
+			start_tls(c);
+			return;
+		}
+	}
+	/* Inside the intercepted connection, or a plain absolute-form request. */
+	if (!c->plain && rq->target_form != HTTP_TARGET_ORIGIN &&
+	    !(rq->target_form == HTTP_TARGET_ABSOLUTE &&
+	      host_matches(c, rq->authority, rq->authority_len))) {
+		respond_error(c, 400, "Bad Request", "request target does not match the tunnel");
+	} else if (c->plain && rq->target_form == HTTP_TARGET_ABSOLUTE &&
+	           !host_matches(c, rq->authority, rq->authority_len)) {
+		respond_error(c, 400, "Bad Request", "request target changed host");
+	} else if (rq->host == NULL || !host_matches(c, rq->host, rq->host_len)) {
+		respond_error(c, 400, "Bad Request", "Host does not match the CONNECT authority");
+	} else {
+		begin_request(c, rq, (size_t)n);
+	}
+	free(rq);
+}
+
+/* ---- client TLS ---- */
+
+static int
+check_sni(SSL *ssl, int *alert, void *arg)
+{
+	struct conn *c = SSL_get_app_data(ssl);
+	const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	struct hostspec h;
+
+	(void)alert;
+	(void)arg;
+	if (c == NULL)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	if (sni == NULL)
+		return SSL_TLSEXT_ERR_OK; /* nothing claimed; Host is still checked per request */
+	/* The name in the handshake must be the one the tunnel was opened for. */
+	if (hostspec_parse(sni, strlen(sni), 0, &h) != 0 || h.kind != c->target.kind ||
+	    strcmp(h.host, c->target.host) != 0)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+static void client_event(struct bufferevent *bev, short what, void *arg);
+
+static void
+start_tls(struct conn *c)
+{
+	SSL_CTX *ctx = tlsctx_client_side();
+	struct bufferevent *tls;
+	X509 *cert = NULL;
+	EVP_PKEY *key = NULL;
+	SSL *ssl = NULL;
+	int r;
+
+	if (ctx == NULL) {
+		respond_error(c, 502, "Bad Gateway", "TLS unavailable");
+		return;
+	}
+	SSL_CTX_set_tlsext_servername_callback(ctx, check_sni);
+	if ((r = sessca_leaf(session_ca(c->s), &c->target, &cert, &key)) != 0 ||
+	    (ssl = SSL_new(ctx)) == NULL || SSL_use_certificate(ssl, cert) != 1 ||
+	    SSL_use_PrivateKey(ssl, key) != 1) {
+		X509_free(cert);
+		EVP_PKEY_free(key);
+		SSL_free(ssl);
+		respond_error(c, 502, "Bad Gateway", "cannot mint a certificate");
+		return;
+	}
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	SSL_set_app_data(ssl, c);
+	evbuffer_add_printf(bufferevent_get_output(c->cli),
+	                    "HTTP/1.1 200 Connection Established\r\n\r\n");
+	tls = bufferevent_openssl_filter_new(session_base(c->s), c->cli, ssl,
+	                                     BUFFEREVENT_SSL_ACCEPTING,
+	                                     BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (tls == NULL) {
+		SSL_free(ssl);
+		conn_close(c);
+		return;
+	}
+	c->cli = tls;
+	bufferevent_setcb(tls, client_read, drained, client_event, c);
+	set_state(c, C_TLS_ACCEPT);
+	bufferevent_enable(tls, EV_READ | EV_WRITE);
+}
+
+/* ---- bodies ---- */
+
+/* Relay a chunked body from src to dst; 1 when done, 0 for more, -1 on error. */
+static int
+relay_chunked(struct conn *c, struct http_chunked *ch, struct bufferevent *src,
+              struct bufferevent *dst)
+{
+	struct evbuffer *in = bufferevent_get_input(src);
+
+	(void)c;
+	while (evbuffer_get_length(in) > 0 && !http_chunked_done(ch)) {
+		struct evbuffer_iovec v;
+		const char *data;
+		size_t dlen;
+		ssize_t n;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		n = http_chunked_feed(ch, v.iov_base, v.iov_len, &data, &dlen);
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		move(src, dst, (size_t)n);
+	}
+	return http_chunked_done(ch) ? 1 : 0;
+}
+
+static void
+response_done(struct conn *c)
+{
+	if (!c->req_done || !c->client_keep_alive) {
+		/* Answered before the body was sent, or the client said close. */
+		set_state(c, C_CLOSING);
+		bufferevent_setcb(c->cli, NULL, finish_after_flush, NULL, c);
+		bufferevent_disable(c->cli, EV_READ);
+		finish_after_flush(c->cli, c);
+		return;
+	}
+	if (!c->up_keep_alive && c->up != NULL) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+		c->up_ready = 0;
+	}
+	set_state(c, C_REQ_HEAD);
+	bufferevent_enable(c->cli, EV_READ);
+	parse_request(c); /* a pipelined request may already be here */
+}
+
+static void
+pump_response(struct conn *c)
+{
+	struct evbuffer *in;
+	struct http_response *rs;
+
+	while (c->up != NULL && c->state == C_EXCHANGE) {
+		in = bufferevent_get_input(c->up);
+		if (!c->resp_started) {
+			size_t len = evbuffer_get_length(in);
+			const char *buf;
+			int n;
+
+			if (len == 0)
+				return;
+			if (len > c->limits.max_head + 1)
+				len = c->limits.max_head + 1;
+			if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)len)) == NULL ||
+			    (rs = malloc(sizeof(*rs))) == NULL) {
+				conn_close(c);
+				return;
+			}
+			n = http_parse_response(buf, len, &c->limits, c->req_is_head, 0, rs);
+			if (n == HTTP_INCOMPLETE) {
+				free(rs);
+				return;
+			}
+			if (n == HTTP_ERROR || rs->status == 101) {
+				free(rs);
+				respond_error(c, 502, "Bad Gateway", "malformed upstream response");
+				return;
+			}
+			if (rs->status < 200) {
+				/* 100 Continue and friends: relay, the final answer follows. */
+				move(c->up, c->cli, (size_t)n);
+				free(rs);
+				continue;
+			}
+			c->resp_started = 1;
+			c->resp_body = rs->body;
+			c->resp_left = rs->content_length;
+			c->up_keep_alive = rs->keep_alive;
+			if (rs->body == HTTP_BODY_CHUNKED)
+				http_chunked_init(&c->resp_chunk, &c->limits);
+			free(rs);
+			move(c->up, c->cli, (size_t)n);
+		}
+		switch (c->resp_body) {
+		case HTTP_BODY_NONE:
+			response_done(c);
+			return;
+		case HTTP_BODY_LENGTH: {
+			size_t n = evbuffer_get_length(in);
+
+			if (n > c->resp_left)
+				n = (size_t)c->resp_left;
+			move(c->up, c->cli, n);
+			c->resp_left -= n;
+			if (c->resp_left == 0)
+				response_done(c);
+			return;
+		}
+		case HTTP_BODY_CHUNKED: {
+			int r = relay_chunked(c, &c->resp_chunk, c->up, c->cli);
+
+			if (r < 0) {
+				conn_close(c); /* mid-body: nothing sane left to say */
+				return;
+			}
+			if (r == 1)
+				response_done(c);
+			return;
+		}
+		default: /* close-delimited: all of it until EOF */
+			move(c->up, c->cli, evbuffer_get_length(in));
+			return;
+		}
+	}
+}
+
+static void
+pump_request(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+
+	if (c->req_done || c->up == NULL)
+		return;
+	if (c->req_body == HTTP_BODY_LENGTH) {
+		size_t n = evbuffer_get_length(in);
+
+		if (n > c->req_left)
+			n = (size_t)c->req_left;
+		move(c->cli, c->up, n);
+		c->req_left -= n;
+		c->req_done = c->req_left == 0;
+	} else if (c->req_body == HTTP_BODY_CHUNKED) {
+		int r = relay_chunked(c, &c->req_chunk, c->cli, c->up);
+
+		if (r < 0) {
+			respond_error(c, 400, "Bad Request", c->req_chunk.err_reason);
+			return;
+		}
+		c->req_done = r == 1;
+	}
+	if (c->req_done)
+		bufferevent_disable(c->cli, EV_READ); /* the next request waits its turn */
+	else if (evbuffer_get_length(bufferevent_get_output(c->up)) < WM_HIGH)
+		bufferevent_enable(c->cli, EV_READ);
+}
+
+static void
+pump(struct conn *c)
+{
+	if (c->state == C_TUNNEL) {
+		if (c->up == NULL)
+			return;
+		move(c->cli, c->up, evbuffer_get_length(bufferevent_get_input(c->cli)));
+		move(c->up, c->cli, evbuffer_get_length(bufferevent_get_input(c->up)));
+		return;
+	}
+	if (c->state != C_EXCHANGE)
+		return;
+	pump_request(c);
+	if (c->state == C_EXCHANGE)
+		pump_response(c);
+}
+
+/* ---- callbacks ---- */
+
+static void
+client_read(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	switch (c->state) {
+	case C_FIRST_HEAD:
+	case C_REQ_HEAD:
+		parse_request(c);
+		break;
+	case C_EXCHANGE:
+	case C_TUNNEL:
+		pump(c);
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+upstream_read(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	pump(c);
+}
+
+static void
+client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	if ((what & BEV_EVENT_CONNECTED) && c->state == C_TLS_ACCEPT) {
+		set_state(c, C_REQ_HEAD);
+		parse_request(c);
+		return;
+	}
+	if ((what & BEV_EVENT_TIMEOUT) && (c->state == C_FIRST_HEAD || c->state == C_REQ_HEAD) &&
+	    evbuffer_get_length(bufferevent_get_input(c->cli)) > 0) {
+		respond_error(c, 408, "Request Timeout", "request head not received in time");
+		return;
+	}
+	/* EOF, error or timeout from the client: nothing more to do for it. */
+	conn_close(c);
+}
+
+void
+conn_start(struct session *s, struct conn_list *list, int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (c == NULL) {
+		evutil_closesocket(fd);
+		return;
+	}
+	c->s = s;
+	c->list = list;
+	c->limits.max_head = HTTP_DEFAULT_MAX_HEAD;
+	c->limits.max_headers = HTTP_DEFAULT_MAX_HEADERS;
+	c->limits.max_target = HTTP_DEFAULT_MAX_TARGET;
+	c->next = list->first;
+	if (list->first != NULL)
+		list->first->prev = c;
+	list->first = c;
+	list->n++;
+	c->cli = bufferevent_socket_new(session_base(s), fd,
+	                                BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (c->cli == NULL) {
+		evutil_closesocket(fd);
+		conn_close(c);
+		return;
+	}
+	bufferevent_setcb(c->cli, client_read, drained, client_event, c);
+	set_state(c, C_FIRST_HEAD);
+	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+}

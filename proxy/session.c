@@ -1,0 +1,380 @@
+#define _GNU_SOURCE
+#include "session.h"
+
+#include <errno.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "inject.h"
+#include "sessca.h"
+#include "tlsctx.h"
+#include "verr.h"
+
+#define SESSION_CONNS_MAX 256
+#define CTL_KEYS_FOR_CA   16 /* at most CTL_MAX_KEYS keys per session */
+
+struct session {
+	char id[SESSION_ID_LEN + 1];
+	char *command;
+	pid_t pid;
+	struct event_base *base;
+	struct evconnlistener *listener;
+	struct event *retry_ev;
+	struct vault_entry **keys; /* deep copies: secrets in sodium memory */
+	char (*placeholders)[INJECT_PLACEHOLDER_SIZE];
+	struct inject_key *ikeys;
+	size_t nkeys;
+	struct hostspec allow[SESSION_MAX_ALLOW];
+	size_t nallow;
+	struct sessca *ca;
+	char *bundle;
+	const struct resolve_map *resolve;
+	struct conn_list conns;
+	struct evdns_base *dns;
+	uint64_t requests;
+};
+
+static int
+copy_entry(const struct vault_entry *e, struct vault_entry **out)
+{
+	struct vault_entry *c;
+	int r;
+
+	*out = NULL;
+	if ((r = vault_entry_new(&c)) != 0)
+		return r;
+	memcpy(c->name, e->name, sizeof(c->name));
+	memcpy(c->hosts, e->hosts, sizeof(c->hosts));
+	c->nhosts = e->nhosts;
+	c->inject = e->inject;
+	memcpy(c->inject_arg, e->inject_arg, sizeof(c->inject_arg));
+	memcpy(c->env, e->env, sizeof(c->env));
+	c->allow_http = e->allow_http;
+	c->created = e->created;
+	c->changed = e->changed;
+	if ((r = secbuf_dup(e->secret->data, e->secret->len, &c->secret)) != 0)
+		goto fail;
+	if (e->ca_len > 0) {
+		if ((c->ca = malloc(e->ca_len)) == NULL) {
+			r = VERR_NOMEM;
+			goto fail;
+		}
+		memcpy(c->ca, e->ca, e->ca_len);
+		c->ca_len = e->ca_len;
+	}
+	*out = c;
+	return VERR_OK;
+fail:
+	vault_entry_free(c);
+	return r;
+}
+
+/* Only a listening TCP socket bound to loopback may become a session listener. */
+static int
+check_listener(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int v = 0;
+	socklen_t vl = sizeof(v);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &vl) != 0 || v != 1)
+		return VERR_LISTENER;
+	vl = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &vl) != 0 || v != SOCK_STREAM)
+		return VERR_LISTENER;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+		return VERR_LISTENER;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
+
+		if ((ntohl(s4->sin_addr.s_addr) >> 24) != 127)
+			return VERR_LISTENER;
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
+
+		if (!IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
+			return VERR_LISTENER;
+	} else {
+		return VERR_LISTENER;
+	}
+	return VERR_OK;
+}
+
+static void
+on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+	struct session *s = arg;
+
+	(void)l;
+	(void)sa;
+	(void)salen;
+	if (s->conns.n >= SESSION_CONNS_MAX) {
+		/* Over the cap: a short answer, then close; no state is kept. */
+		static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+		                           "Content-Length: 0\r\nConnection: close\r\n\r\n";
+
+		(void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		close(fd);
+		return;
+	}
+	conn_start(s, &s->conns, fd);
+}
+
+static void
+retry_accept(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	(void)fd;
+	(void)what;
+	evconnlistener_enable(s->listener);
+}
+
+static void
+on_accept_error(struct evconnlistener *l, void *arg)
+{
+	struct session *s = arg;
+	struct timeval tv = {0, 100 * 1000};
+
+	/* EMFILE and friends: back off instead of spinning on a readable socket. */
+	evconnlistener_disable(l);
+	evtimer_add(s->retry_ev, &tv);
+}
+
+int
+session_open(struct event_base *base, const struct session_params *p, struct session **out)
+{
+	struct session *s;
+	struct hostspec *hosts = NULL;
+	size_t nhosts = 0;
+	unsigned char idb[SESSION_ID_LEN / 2];
+	int r;
+
+	*out = NULL;
+	if (p->nkeys == 0 || p->nallow > SESSION_MAX_ALLOW)
+		return VERR_INVALID;
+	if ((r = check_listener(p->listen_fd)) != 0)
+		return r;
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return VERR_NOMEM;
+	s->base = base;
+	s->pid = p->pid;
+	s->resolve = p->resolve;
+	randombytes_buf(idb, sizeof(idb));
+	sodium_bin2hex(s->id, sizeof(s->id), idb, sizeof(idb));
+	r = VERR_NOMEM;
+	if ((s->command = strdup(p->command != NULL ? p->command : "")) == NULL ||
+	    (s->keys = calloc(p->nkeys, sizeof(*s->keys))) == NULL ||
+	    (s->placeholders = calloc(p->nkeys, sizeof(*s->placeholders))) == NULL ||
+	    (s->ikeys = calloc(p->nkeys, sizeof(*s->ikeys))) == NULL)
+		goto fail;
+	for (size_t i = 0; i < p->nkeys; i++) {
+		if ((r = copy_entry(p->keys[i], &s->keys[i])) != 0 ||
+		    (r = inject_make_placeholder(s->placeholders[i], sizeof(s->placeholders[i]))) !=
+		            0)
+			goto fail;
+		s->nkeys++;
+		inject_key_from_entry(s->keys[i], s->placeholders[i], &s->ikeys[i]);
+		nhosts += s->keys[i]->nhosts;
+	}
+	memcpy(s->allow, p->allow, p->nallow * sizeof(*p->allow));
+	s->nallow = p->nallow;
+	/* The CA may vouch only for hosts a key of this session is bound to. */
+	if ((hosts = calloc(nhosts, sizeof(*hosts))) == NULL) {
+		r = VERR_NOMEM;
+		goto fail;
+	}
+	nhosts = 0;
+	for (size_t i = 0; i < s->nkeys; i++)
+		for (size_t j = 0; j < s->keys[i]->nhosts; j++)
+			hosts[nhosts++] = s->keys[i]->hosts[j];
+	if ((r = sessca_new(hosts, nhosts, &s->ca)) != 0 ||
+	    (r = sessca_write_bundle(s->ca, p->runtime_dir, NULL, &s->bundle)) != 0)
+		goto fail;
+	if ((s->retry_ev = evtimer_new(base, retry_accept, s)) == NULL) {
+		r = VERR_NOMEM;
+		goto fail;
+	}
+	if (evutil_make_socket_nonblocking(p->listen_fd) != 0 ||
+	    evutil_make_socket_closeonexec(p->listen_fd) != 0) {
+		r = VERR_SYSTEM;
+		goto fail;
+	}
+	/* Backlog 0: vrun's child already called listen(). */
+	s->listener = evconnlistener_new(
+	        base, on_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, p->listen_fd);
+	if (s->listener == NULL) {
+		r = VERR_SYSTEM;
+		goto fail;
+	}
+	evconnlistener_set_error_cb(s->listener, on_accept_error);
+	free(hosts);
+	*out = s;
+	return VERR_OK;
+fail:
+	free(hosts);
+	session_close(s); /* does not close listen_fd: it stays the caller's */
+	return r;
+}
+
+const char *
+session_id(const struct session *s)
+{
+	return s->id;
+}
+
+const char *
+session_ca_path(const struct session *s)
+{
+	return s->bundle;
+}
+
+const char *
+session_command(const struct session *s)
+{
+	return s->command;
+}
+
+size_t
+session_nkeys(const struct session *s)
+{
+	return s->nkeys;
+}
+
+const char *
+session_key_name(const struct session *s, size_t i)
+{
+	return s->keys[i]->name;
+}
+
+const char *
+session_key_env(const struct session *s, size_t i)
+{
+	return s->keys[i]->env;
+}
+
+const char *
+session_placeholder(const struct session *s, size_t i)
+{
+	return s->placeholders[i];
+}
+
+uint64_t
+session_requests(const struct session *s)
+{
+	return s->requests;
+}
+
+struct event_base *
+session_base(const struct session *s)
+{
+	return s->base;
+}
+
+struct sessca *
+session_ca(const struct session *s)
+{
+	return s->ca;
+}
+
+const struct inject_key *
+session_inject_keys(const struct session *s, size_t *n)
+{
+	*n = s->nkeys;
+	return s->ikeys;
+}
+
+const struct resolve_map *
+session_resolve(const struct session *s)
+{
+	return s->resolve;
+}
+
+int
+session_bound(const struct session *s, const struct hostspec *target)
+{
+	for (size_t i = 0; i < s->nkeys; i++)
+		for (size_t j = 0; j < s->keys[i]->nhosts; j++)
+			if (hostspec_match(&s->keys[i]->hosts[j], target))
+				return 1;
+	return 0;
+}
+
+int
+session_tunnel_allowed(const struct session *s, const struct hostspec *target)
+{
+	for (size_t i = 0; i < s->nallow; i++)
+		if (hostspec_match(&s->allow[i], target))
+			return 1;
+	return 0;
+}
+
+SSL_CTX *
+session_upstream_ctx(const struct session *s, const struct hostspec *target)
+{
+	const unsigned char *pems[CTL_KEYS_FOR_CA];
+	size_t lens[CTL_KEYS_FOR_CA], n = 0;
+
+	for (size_t i = 0; i < s->nkeys && n < CTL_KEYS_FOR_CA; i++) {
+		const struct vault_entry *e = s->keys[i];
+
+		if (e->ca_len == 0)
+			continue;
+		for (size_t j = 0; j < e->nhosts; j++)
+			if (hostspec_match(&e->hosts[j], target)) {
+				pems[n] = e->ca;
+				lens[n++] = e->ca_len;
+				break;
+			}
+	}
+	return tlsctx_upstream(pems, lens, n);
+}
+
+struct evdns_base *
+session_dns(struct session *s)
+{
+	if (s->dns == NULL)
+		s->dns = evdns_base_new(s->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+	return s->dns;
+}
+
+void
+session_count_request(struct session *s)
+{
+	s->requests++;
+}
+
+void
+session_close(struct session *s)
+{
+	if (s == NULL)
+		return;
+	if (s->listener != NULL)
+		evconnlistener_free(s->listener);
+	if (s->retry_ev != NULL)
+		event_free(s->retry_ev);
+	conn_close_all(&s->conns);
+	if (s->bundle != NULL) {
+		sessca_remove_bundle(s->bundle);
+		free(s->bundle);
+	}
+	if (s->dns != NULL)
+		evdns_base_free(s->dns, 1);
+	sessca_free(s->ca);
+	for (size_t i = 0; i < s->nkeys; i++)
+		vault_entry_free(s->keys[i]);
+	free(s->keys);
+	free(s->placeholders);
+	free(s->ikeys);
+	free(s->command);
+	free(s);
+}

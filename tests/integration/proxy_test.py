@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""vproxy against a real TLS upstream on loopback, driven by curl and raw
+sockets through a session opened with the control protocol (vrunctl.py
+stands in for vrun). Proves: injection on the bound host only, 403 for
+everything else, upstream certificate verification before any secret is
+sent, strict HTTP (malformed requests never reach the upstream), SNI and
+Host checks, and that the daemon survives bad control messages.
+
+usage: proxy_test.py VAULT_BIN VPROXY_BIN
+"""
+import base64
+import json
+import os
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vrunctl  # noqa: E402
+
+VAULT, VPROXY = sys.argv[1], sys.argv[2]
+UPSTREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "upstream.py")
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def run(args, env, stdin=None, check_rc=True):
+    r = subprocess.run(args, env=env, input=stdin, capture_output=True, timeout=60)
+    if check_rc and r.returncode != 0:
+        raise RuntimeError("%s: rc %d: %s" % (args, r.returncode, r.stderr.decode()))
+    return r
+
+
+def make_certs(d):
+    def openssl(*a):
+        subprocess.run(["openssl"] + list(a), check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", d + "/ca.key", "-out", d + "/ca.pem", "-days", "1",
+            "-subj", "/CN=vrun test upstream CA")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", d + "/up.key", "-out", d + "/up.csr", "-subj", "/CN=api.test")
+    with open(d + "/ext", "w") as f:
+        f.write("subjectAltName=DNS:api.test,DNS:noca.test\n")
+    openssl("x509", "-req", "-in", d + "/up.csr", "-CA", d + "/ca.pem", "-CAkey", d + "/ca.key",
+            "-CAcreateserial", "-out", d + "/up.pem", "-days", "1", "-extfile", d + "/ext")
+
+
+def upstream_records(log):
+    if not os.path.exists(log):
+        return []
+    with open(log) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def tls_through_proxy(port, host, upport, ca, sni=None):
+    """CONNECT through the session listener and wrap in TLS; returns the TLS socket."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (host.encode(), upport,
+                                                                  host.encode(), upport))
+    resp = b""
+    while b"\r\n\r\n" not in resp:
+        chunk = s.recv(1)
+        if not chunk:
+            break
+        resp += chunk
+    if not resp.startswith(b"HTTP/1.1 200"):
+        s.close()
+        raise ConnectionError(resp.decode(errors="replace"))
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx.wrap_socket(s, server_hostname=sni or host)
+
+
+def read_all(s):
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (socket.timeout, ssl.SSLError, ConnectionResetError):
+        pass
+    return data
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="vrun-proxy-")
+    os.chmod(tmp, 0o700)
+    up = None
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VAULT_HOME": tmp + "/home",
+           "HOME": tmp, "VAULT_PASSPHRASE_FILE": tmp + "/pass"}
+    runtime = tmp + "/home/run"
+    secret_bearer = "sk_live_" + os.urandom(12).hex()
+    secret_ph = "ph_" + os.urandom(12).hex()
+    secret_noca = "noca_" + os.urandom(12).hex()
+    log = tmp + "/upstream.log"
+    try:
+        with open(tmp + "/pass", "w") as f:
+            f.write("test passphrase %s\n" % os.urandom(8).hex())
+        os.chmod(tmp + "/pass", 0o600)
+        make_certs(tmp)
+        up = subprocess.Popen([sys.executable, UPSTREAM, "--cert", tmp + "/up.pem", "--key",
+                               tmp + "/up.key", "--log", log], stdout=subprocess.PIPE)
+        port = int(up.stdout.readline())
+        hp = "api.test:%d" % port
+        run([VAULT, "init", "--kdf", "interactive"], env)
+        run([VAULT, "add", "deploy-key", "--host", hp, "--inject", "bearer", "--ca",
+             tmp + "/ca.pem"], env, (secret_bearer + "\n").encode())
+        run([VAULT, "add", "ph", "--host", hp, "--ca", tmp + "/ca.pem"], env,
+            secret_ph.encode())
+        run([VAULT, "add", "noca", "--host", "noca.test:%d" % port, "--inject", "bearer"], env,
+            secret_noca.encode())
+        run([VAULT, "add", "wrongname", "--host", "wrong.test:%d" % port, "--inject", "bearer",
+             "--ca", tmp + "/ca.pem"], env, b"wrongname-secret")
+        resolve = []
+        for h in ("api.test", "noca.test", "wrong.test"):
+            resolve += ["--resolve", "%s:%d:127.0.0.1" % (h, port)]
+        r = run([VPROXY, "start"] + resolve, env)
+        check(b"started" in r.stderr, "vproxy start returns once ready")
+        r = run([VPROXY, "start"], env)
+        check(b"already running" in r.stderr, "a second start reports the running one")
+        r = run([VPROXY, "status"], env)
+        check(b"deploy-key" in r.stdout and b"sessions: 0" in r.stdout, "status lists keys")
+
+        # A session for some keys; unknown and ambiguous names are refused up front.
+        try:
+            vrunctl.Session(runtime, ["nope"])
+            check(False, "an unknown key is refused")
+        except RuntimeError as e:
+            check("no such key" in str(e), "an unknown key is refused (%s)" % e)
+        s = vrunctl.Session(runtime, ["deploy", "ph", "noca", "wrongname"])
+        check(set(s.keys) == {"deploy-key", "ph", "noca", "wrongname"}, "prefix resolved")
+        check(os.path.exists(s.ca_path), "the CA bundle exists")
+        ph = s.keys["ph"][1]
+        proxy = "http://127.0.0.1:%d" % s.port
+
+        def curl(*args):
+            return subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy", proxy,
+                                   "--cacert", s.ca_path] + list(args),
+                                  capture_output=True, timeout=60)
+
+        n0 = len(upstream_records(log))
+        r = curl("https://%s/hello?key=%s" % (hp, ph), "-H", "X-Api-Key: " + ph)
+        recs = upstream_records(log)
+        check(r.returncode == 0 and len(recs) == n0 + 1, "request through the proxy")
+        rec = recs[-1] if recs else {"headers": [], "path": ""}
+        hdrs = dict((k.lower(), v) for k, v in rec["headers"])
+        check(hdrs.get("authorization") == "Bearer " + secret_bearer, "bearer injected")
+        check(hdrs.get("x-api-key") == secret_ph, "placeholder swapped in a header")
+        check(rec["path"] == "/hello?key=" + secret_ph, "placeholder swapped in the query")
+
+        r = curl("-d", "a body of some length", "https://%s/post" % hp)
+        rec = upstream_records(log)[-1]
+        check(rec["method"] == "POST" and rec["body"] == "a body of some length",
+              "request body relayed")
+        r = curl("https://%s/chunked" % hp)
+        check(r.returncode == 0 and b'"/chunked"' in r.stdout, "chunked response relayed")
+        r = curl("https://%s/one" % hp, "https://%s/two" % hp)
+        check(r.returncode == 0 and r.stdout.count(b'"path"') == 2, "keep-alive: two requests")
+        r = curl("-I", "https://%s/head" % hp)
+        check(r.returncode == 0 and b"200" in r.stdout, "HEAD response without body")
+
+        # Anything not bound: 403, nothing reaches any upstream.
+        n0 = len(upstream_records(log))
+        for target in ("https://unbound.test:%d/" % port, "https://api.test:%d/" % (port + 1),
+                       "https://API.TEST.evil.test:%d/" % port, "https://127.0.0.1:%d/" % port):
+            r = curl("-o", "/dev/null", "-w", "%{http_connect}", target)
+            check(r.stdout.strip() == b"403", "403 for %s (got %r)" % (target, r.stdout))
+        check(len(upstream_records(log)) == n0, "denied requests never reached the upstream")
+
+        # Upstream verification: unknown root, and a name the cert does not cover.
+        n0 = len(upstream_records(log))
+        r = curl("-w", "%{http_code}", "https://noca.test:%d/" % port)
+        check(b"502" in r.stdout and b"verification" in r.stdout,
+              "unknown upstream root: 502 (%r)" % r.stdout[-120:])
+        r = curl("-w", "%{http_code}", "https://wrong.test:%d/" % port)
+        check(b"502" in r.stdout, "upstream name mismatch: 502")
+        check(len(upstream_records(log)) == n0, "no request (no secret) sent to an unverified "
+              "upstream")
+
+        # Strict HTTP inside the tunnel: each is 400 and reaches nobody.
+        bad_requests = [
+            b"GET / HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"0\r\n\r\n" % hp.encode(),
+            b"POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"
+            b"hello" % hp.encode(),
+            b"GET / HTTP/1.1\r\nHost: %s\r\nX-A: 1\r\n folded\r\n\r\n" % hp.encode(),
+            b"GET / HTTP/1.1\r\nHost : %s\r\n\r\n" % hp.encode(),
+            b"GET / HTTP/1.1\r\nHost: other.test:%d\r\n\r\n" % port,
+            b"GET / HTTP/1.1\r\nHost: %s\r\nHost: %s\r\n\r\n" % (hp.encode(), hp.encode()),
+            b"POST / HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n\r\n"
+            % hp.encode(),
+            b"GET http://evil.test/ HTTP/1.1\r\nHost: %s\r\n\r\n" % hp.encode(),
+            b"GET / HTTP/1.1\r\nHost: %s\r\nX: a\x00b\r\n\r\n" % hp.encode(),
+        ]
+        n0 = len(upstream_records(log))
+        for i, raw in enumerate(bad_requests):
+            t = tls_through_proxy(s.port, "api.test", port, s.ca_path)
+            t.settimeout(10)
+            t.sendall(raw)
+            resp = read_all(t)
+            t.close()
+            check(resp.startswith(b"HTTP/1.1 400"), "malformed request %d -> 400 (%r)"
+                  % (i, resp[:40]))
+        check(len(upstream_records(log)) == n0, "no malformed request reached the upstream")
+        big = b"GET / HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n\r\n" % (hp.encode(), b"a" * 40000)
+        t = tls_through_proxy(s.port, "api.test", port, s.ca_path)
+        t.settimeout(10)
+        t.sendall(big)
+        resp = read_all(t)
+        t.close()
+        check(resp.startswith(b"HTTP/1.1 431"), "oversized head -> 431")
+
+        # The TLS name must be the tunnel's.
+        try:
+            t = tls_through_proxy(s.port, "api.test", port, s.ca_path, sni="noca.test")
+            t.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % hp.encode())
+            check(not read_all(t).startswith(b"HTTP/1.1 200"), "SNI mismatch refused")
+        except (ssl.SSLError, ConnectionError, OSError):
+            check(True, "SNI mismatch refused")
+
+        # A malformed control message costs that client, never the daemon.
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(vrunctl.socket_path(runtime))
+        c.sendall(struct.pack(">HHI", 9, 1, 0) + b"junk")
+        c.settimeout(5)
+        try:
+            dropped = c.recv(1) == b""
+        except ConnectionResetError:
+            dropped = True
+        check(dropped, "malformed control message: that client is dropped")
+        c.close()
+        r = run([VPROXY, "status"], env)
+        check(b"sessions: 1" in r.stdout, "the daemon survives and still serves the session")
+
+        # Ending the session closes its listener and deletes its CA bundle.
+        check(s.close(), "session closed")
+        time.sleep(0.2)
+        check(not os.path.exists(s.ca_path), "the CA bundle is gone")
+        try:
+            socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
+            check(False, "the session listener is closed")
+        except OSError:
+            check(True, "the session listener is closed")
+
+        # Keys added after start count from the next session on.
+        run([VAULT, "add", "late", "--host", hp, "--inject", "header:X-Late", "--ca",
+             tmp + "/ca.pem"], env, b"late-secret-value")
+        s2 = vrunctl.Session(runtime, ["late"])
+        r = subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
+                            "http://127.0.0.1:%d" % s2.port, "--cacert", s2.ca_path,
+                            "https://%s/late" % hp], capture_output=True, timeout=60)
+        rec = upstream_records(log)[-1]
+        check(dict((k.lower(), v) for k, v in rec["headers"]).get("x-late") ==
+              "late-secret-value", "a key added after start works in the next session")
+        s2.close()
+
+        # Placeholder inside Basic credentials (git's way of sending a token).
+        s3 = vrunctl.Session(runtime, ["ph"])
+        ph3 = s3.keys["ph"][1]
+        subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
+                        "http://127.0.0.1:%d" % s3.port, "--cacert", s3.ca_path, "-u",
+                        "x-token:" + ph3, "https://%s/basic" % hp], capture_output=True,
+                       timeout=60)
+        rec = upstream_records(log)[-1]
+        want = "Basic " + base64.b64encode(("x-token:" + secret_ph).encode()).decode()
+        check(dict((k.lower(), v) for k, v in rec["headers"]).get("authorization") == want,
+              "placeholder swapped inside Basic credentials")
+        s3.close()
+
+        run([VPROXY, "stop"], env)
+        r = run([VPROXY, "status"], env, check_rc=False)
+        check(r.returncode == 3, "status after stop: exit 3")
+        check(not os.path.exists(vrunctl.socket_path(runtime)), "control socket removed")
+    finally:
+        subprocess.run([VPROXY, "stop"], env=env, capture_output=True)
+        if up is not None:
+            up.kill()
+            up.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print("%d failure(s)" % len(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

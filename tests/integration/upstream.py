@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""A TLS (or plain, with --plain) HTTP/1.1 test upstream on loopback. It answers
+every request with a JSON echo of what it received (method, path, headers,
+body) and appends the same record to a log file, so a test can prove what
+reached the upstream. Prints the port it listens on, then serves forever.
+
+usage: upstream.py --cert CERT --key KEY --log FILE [--plain]
+"""
+import argparse
+import http.server
+import json
+import socketserver
+import ssl
+import sys
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _serve(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        record = {"method": self.command, "path": self.path,
+                  "headers": [[k, v] for k, v in self.headers.items()],
+                  "body": body.decode("latin-1")}
+        with open(self.server.log, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        out = json.dumps(record).encode()
+        if self.path.startswith("/chunked"):
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(out), 7):
+                part = out[i:i + 7]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(out)
+
+    do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = _serve
+
+    def log_message(self, *args):
+        pass
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--plain", action="store_true")
+    ap.add_argument("--tls-max", default=None)
+    a = ap.parse_args()
+    srv = Server(("127.0.0.1", 0), Handler)
+    srv.log = a.log
+    if not a.plain:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.cert, a.key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    print(srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
