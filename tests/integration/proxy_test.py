@@ -231,6 +231,43 @@ def main():
         except (ssl.SSLError, ConnectionError, OSError):
             check(True, "SNI mismatch refused")
 
+        # Pipelined requests are answered in order, each injected.
+        n0 = len(upstream_records(log))
+        t = tls_through_proxy(s.port, "api.test", port, s.ca_path)
+        t.settimeout(10)
+        t.sendall(b"GET /p1 HTTP/1.1\r\nHost: %s\r\n\r\n"
+                  b"GET /p2 HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                  % (hp.encode(), hp.encode()))
+        resp = read_all(t)
+        t.close()
+        recs = upstream_records(log)[n0:]
+        check(resp.count(b"HTTP/1.1 200") == 2 and resp.find(b"/p1") < resp.find(b"/p2"),
+              "pipelined requests answered in order")
+        check([r["path"] for r in recs] == ["/p1", "/p2"], "both pipelined requests relayed")
+
+        # Expect: 100-continue is relayed, then the body and the final answer.
+        r = curl("-H", "Expect: 100-continue", "--data-binary", "x" * 2000,
+                 "https://%s/expect" % hp)
+        rec = upstream_records(log)[-1]
+        check(r.returncode == 0 and rec["path"] == "/expect" and len(rec["body"]) == 2000,
+              "Expect: 100-continue")
+
+        # A client that only speaks h2 fails cleanly (no downgrade surprises).
+        try:
+            raw = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            raw.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (hp.encode(),
+                                                                       hp.encode()))
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += raw.recv(1)
+            ctx = ssl.create_default_context(cafile=s.ca_path)
+            ctx.set_alpn_protocols(["h2"])
+            t = ctx.wrap_socket(raw, server_hostname="api.test")
+            check(False, "an h2-only client is refused")
+            t.close()
+        except (ssl.SSLError, OSError):
+            check(True, "an h2-only client is refused")
+
         # A malformed control message costs that client, never the daemon.
         c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         c.connect(vrunctl.socket_path(runtime))
@@ -279,6 +316,50 @@ def main():
         check(dict((k.lower(), v) for k, v in rec["headers"]).get("authorization") == want,
               "placeholder swapped inside Basic credentials")
         s3.close()
+
+        # --allow-host: an opaque tunnel, nothing injected, the real server's cert.
+        s4 = vrunctl.Session(runtime, ["noca"], allow=["api.test:%d" % port])
+        n0 = len(upstream_records(log))
+        r = subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
+                            "http://127.0.0.1:%d" % s4.port, "--cacert", tmp + "/ca.pem",
+                            "-H", "Authorization: Bearer " + s4.keys["noca"][1],
+                            "https://%s/tunnel" % hp], capture_output=True, timeout=60)
+        recs = upstream_records(log)[n0:]
+        check(r.returncode == 0 and len(recs) == 1, "allow-host tunnel reaches the upstream")
+        check(recs and dict((k.lower(), v) for k, v in recs[0]["headers"]).get(
+            "authorization") == "Bearer " + s4.keys["noca"][1], "nothing injected in a tunnel")
+        s4.close()
+
+        # Plain HTTP: injected only with --allow-http.
+        up2 = subprocess.Popen([sys.executable, UPSTREAM, "--plain", "--log", log],
+                               stdout=subprocess.PIPE)
+        try:
+            pport = int(up2.stdout.readline())
+            run([VAULT, "add", "plain-ok", "--host", "api.test:%d" % pport, "--inject",
+                 "bearer", "--allow-http"], env, b"plain-allowed-secret")
+            run([VAULT, "add", "plain-no", "--host", "api.test:%d" % pport, "--inject",
+                 "header:X-No"], env, b"plain-denied-secret")
+            run([VPROXY, "stop"], env)
+            run([VPROXY, "start", "--resolve", "api.test:%d:127.0.0.1" % pport], env)
+            s5 = vrunctl.Session(runtime, ["plain-ok", "plain-no"])
+            subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
+                            "http://127.0.0.1:%d" % s5.port,
+                            "http://api.test:%d/plain" % pport], capture_output=True,
+                           timeout=60)
+            rec = upstream_records(log)[-1]
+            h = dict((k.lower(), v) for k, v in rec["headers"])
+            check(rec["path"] == "/plain" and h.get("authorization") ==
+                  "Bearer plain-allowed-secret", "plain HTTP: --allow-http key injected")
+            check("x-no" not in h, "plain HTTP: key without --allow-http withheld")
+            r = subprocess.run(["curl", "-sS", "--max-time", "15", "-o", "/dev/null", "-w",
+                                "%{http_code}", "--proxy", "http://127.0.0.1:%d" % s5.port,
+                                "http://unbound.test:%d/" % pport], capture_output=True,
+                               timeout=60)
+            check(r.stdout == b"403", "plain HTTP to an unbound host: 403")
+            s5.close()
+        finally:
+            up2.kill()
+            up2.wait()
 
         run([VPROXY, "stop"], env)
         r = run([VPROXY, "status"], env, check_rc=False)
