@@ -492,6 +492,12 @@ upstream_event(struct bufferevent *bev, short what, void *arg)
 
 /* ---- request heads ---- */
 
+static int
+is_named(const struct http_header *h, const char *name)
+{
+	return h->name_len == strlen(name) && strncasecmp(h->name, name, h->name_len) == 0;
+}
+
 /* Hop-by-hop fields never cross the proxy (RFC 9110 7.6.1). */
 static int
 hop_by_hop(const struct http_request *rq, const struct http_header *h)
@@ -533,9 +539,12 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 	size_t nkeys;
 	int r;
 
+	static const struct http_header identity = {"Accept-Encoding", 15, "identity", 8};
+
 	memset(drop, 0, sizeof(drop));
 	for (size_t i = 0; i < rq->num_headers; i++)
-		drop[i] = (uint8_t)hop_by_hop(rq, &rq->headers[i]);
+		drop[i] = (uint8_t)(hop_by_hop(rq, &rq->headers[i]) ||
+		                    is_named(&rq->headers[i], "accept-encoding"));
 	memset(&ir, 0, sizeof(ir));
 	ir.method = rq->method;
 	ir.method_len = rq->method_len;
@@ -549,6 +558,9 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 	ir.headers = rq->headers;
 	ir.nheaders = rq->num_headers;
 	ir.drop = drop;
+	/* Compressed bodies cannot be scanned for an echoed secret: ask for none. */
+	ir.extra = &identity;
+	ir.nextra = 1;
 	keys = session_inject_keys(c->s, &nkeys);
 	if (c->tunnel)
 		nkeys = 0;
@@ -792,6 +804,20 @@ response_done(struct conn *c)
 	parse_request(c); /* a pipelined request may already be here */
 }
 
+/* Any Content-Encoding but identity. */
+static int
+compressed(const struct http_response *rs)
+{
+	for (size_t i = 0; i < rs->num_headers; i++) {
+		const struct http_header *h = &rs->headers[i];
+
+		if (is_named(h, "content-encoding") &&
+		    !(h->value_len == 8 && strncasecmp(h->value, "identity", 8) == 0))
+			return 1;
+	}
+	return 0;
+}
+
 static void
 pump_response(struct conn *c)
 {
@@ -829,6 +855,14 @@ pump_response(struct conn *c)
 				move(c->up, c->cli, (size_t)n);
 				free(rs);
 				continue;
+			}
+			if (!c->plain && compressed(rs)) {
+				/* We asked for identity; an unscannable body never passes. */
+				free(rs);
+				respond_error(c, 502, "Bad Gateway",
+				              "the upstream sent a compressed response, which cannot be "
+				              "checked for the secret");
+				return;
 			}
 			c->resp_started = 1;
 			c->resp_body = rs->body;

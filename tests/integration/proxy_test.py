@@ -169,6 +169,13 @@ def main():
         check(r.returncode == 0 and b'"/chunked"' in r.stdout, "chunked response relayed")
         r = curl("https://%s/one" % hp, "https://%s/two" % hp)
         check(r.returncode == 0 and r.stdout.count(b'"path"') == 2, "keep-alive: two requests")
+        # Compression: identity requested; a compressed answer is refused, not passed.
+        r = curl("--compressed", "-w", "%{http_code}", "https://%s/gzip" % hp)
+        rec = upstream_records(log)[-1]
+        check(dict((k.lower(), v) for k, v in rec["headers"]).get("accept-encoding") ==
+              "identity", "Accept-Encoding rewritten to identity")
+        check(r.stdout.endswith(b"502") and b"compressed" in r.stdout,
+              "a compressed response is refused with 502")
         r = curl("-I", "https://%s/head" % hp)
         check(r.returncode == 0 and b"200" in r.stdout, "HEAD response without body")
 

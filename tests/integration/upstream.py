@@ -7,6 +7,7 @@ reached the upstream. Prints the port it listens on, then serves forever.
 usage: upstream.py --cert CERT --key KEY --log FILE [--plain]
 """
 import argparse
+import gzip
 import http.server
 import json
 import socketserver
@@ -36,6 +37,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with open(self.server.log, "a") as f:
             f.write(json.dumps(record) + "\n")
         out = json.dumps(record).encode()
+        if self.path.startswith("/gzip"):
+            # Compressed whatever the client asked for, as some servers do.
+            body = gzip.compress(out)
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if self.path.startswith("/chunked"):
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
