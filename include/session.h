@@ -27,7 +27,10 @@ struct session_params {
 	const struct hostspec *allow; /* --allow-host: tunnelled opaquely */
 	size_t nallow;
 	const char *command; /* for status and audit */
+	const char *cwd;     /* for audit; may be NULL */
+	const char *profile; /* for audit; may be NULL */
 	pid_t pid;
+	uid_t uid;     /* the peer's, from SO_PEERCRED */
 	int listen_fd; /* ownership moves in on success */
 	const char *runtime_dir;
 	const struct resolve_map *resolve;
@@ -48,6 +51,9 @@ const char *session_key_name(const struct session *s, size_t i);
 const char *session_key_env(const struct session *s, size_t i);
 const char *session_placeholder(const struct session *s, size_t i);
 uint64_t session_requests(const struct session *s);
+
+/* The command's exit status, reported by vrun when it closes the session. */
+void session_set_exit(struct session *s, int64_t status);
 
 /* ---- for the connections of the session (conn.c) ---- */
 

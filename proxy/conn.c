@@ -73,10 +73,14 @@ struct conn {
 	int client_keep_alive;
 	/* Its response. */
 	int resp_started;
+	int resp_status;
 	int up_keep_alive;
 	int resp_body;
 	uint64_t resp_left;
 	struct http_chunked resp_chunk;
+	/* Accounting of the current request, for status and the audit record. */
+	uint64_t bytes_up, bytes_down;
+	int injected;
 };
 
 static void conn_close(struct conn *c);
@@ -249,11 +253,15 @@ conn_close_all(struct conn_list *list)
 
 /* Move n bytes from src's input to dst's output, pausing src when dst is full. */
 static void
-move(struct bufferevent *src, struct bufferevent *dst, size_t n)
+move(struct conn *c, struct bufferevent *src, struct bufferevent *dst, size_t n)
 {
 	struct evbuffer *out = bufferevent_get_output(dst);
 
-	evbuffer_remove_buffer(bufferevent_get_input(src), out, n);
+	n = (size_t)evbuffer_remove_buffer(bufferevent_get_input(src), out, n);
+	if (dst == c->up)
+		c->bytes_up += n;
+	else
+		c->bytes_down += n;
 	if (evbuffer_get_length(out) >= WM_HIGH) {
 		bufferevent_disable(src, EV_READ);
 		bufferevent_setwatermark(dst, EV_WRITE, WM_LOW, 0);
@@ -778,7 +786,7 @@ relay_chunked(struct conn *c, struct http_chunked *ch, struct bufferevent *src,
 			return -1;
 		if (n == 0)
 			break;
-		move(src, dst, (size_t)n);
+		move(c, src, dst, (size_t)n);
 	}
 	return http_chunked_done(ch) ? 1 : 0;
 }
@@ -852,26 +860,28 @@ pump_response(struct conn *c)
 			}
 			if (rs->status < 200) {
 				/* 100 Continue and friends: relay, the final answer follows. */
-				move(c->up, c->cli, (size_t)n);
+				move(c, c->up, c->cli, (size_t)n);
 				free(rs);
 				continue;
 			}
 			if (!c->plain && compressed(rs)) {
 				/* We asked for identity; an unscannable body never passes. */
 				free(rs);
-				respond_error(c, 502, "Bad Gateway",
-				              "the upstream sent a compressed response, which cannot be "
-				              "checked for the secret");
+				respond_error(
+				        c, 502, "Bad Gateway",
+				        "the upstream sent a compressed response, which cannot be "
+				        "checked for the secret");
 				return;
 			}
 			c->resp_started = 1;
+			c->resp_status = rs->status;
 			c->resp_body = rs->body;
 			c->resp_left = rs->content_length;
 			c->up_keep_alive = rs->keep_alive;
 			if (rs->body == HTTP_BODY_CHUNKED)
 				http_chunked_init(&c->resp_chunk, &c->limits);
 			free(rs);
-			move(c->up, c->cli, (size_t)n);
+			move(c, c->up, c->cli, (size_t)n);
 		}
 		switch (c->resp_body) {
 		case HTTP_BODY_NONE:
@@ -882,7 +892,7 @@ pump_response(struct conn *c)
 
 			if (n > c->resp_left)
 				n = (size_t)c->resp_left;
-			move(c->up, c->cli, n);
+			move(c, c->up, c->cli, n);
 			c->resp_left -= n;
 			if (c->resp_left == 0)
 				response_done(c);
@@ -900,7 +910,7 @@ pump_response(struct conn *c)
 			return;
 		}
 		default: /* close-delimited: all of it until EOF */
-			move(c->up, c->cli, evbuffer_get_length(in));
+			move(c, c->up, c->cli, evbuffer_get_length(in));
 			return;
 		}
 	}
@@ -918,7 +928,7 @@ pump_request(struct conn *c)
 
 		if (n > c->req_left)
 			n = (size_t)c->req_left;
-		move(c->cli, c->up, n);
+		move(c, c->cli, c->up, n);
 		c->req_left -= n;
 		c->req_done = c->req_left == 0;
 	} else if (c->req_body == HTTP_BODY_CHUNKED) {
@@ -942,8 +952,8 @@ pump(struct conn *c)
 	if (c->state == C_TUNNEL) {
 		if (c->up == NULL)
 			return;
-		move(c->cli, c->up, evbuffer_get_length(bufferevent_get_input(c->cli)));
-		move(c->up, c->cli, evbuffer_get_length(bufferevent_get_input(c->up)));
+		move(c, c->cli, c->up, evbuffer_get_length(bufferevent_get_input(c->cli)));
+		move(c, c->up, c->cli, evbuffer_get_length(bufferevent_get_input(c->up)));
 		return;
 	}
 	if (c->state != C_EXCHANGE)

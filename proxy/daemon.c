@@ -29,6 +29,7 @@ struct daemon;
 struct client {
 	struct daemon *d;
 	int fd;
+	uid_t uid;
 	struct event *ev;
 	size_t want;   /* bytes of the message being read */
 	int passed_fd; /* descriptor that came with it, or -1 */
@@ -167,6 +168,7 @@ op_open(struct client *c, const struct ctl_msg *m)
 	struct session_params sp;
 	const struct ctl_field *f;
 	char name[VAULT_NAME_MAX + 1], command[COMMAND_MAX], line[512];
+	char cwd[COMMAND_MAX], profile[256];
 	size_t nkeys = 0, nallow = 0;
 	uint64_t pid = 0;
 	int r, exact;
@@ -227,6 +229,17 @@ op_open(struct client *c, const struct ctl_msg *m)
 		return;
 	}
 	command_line(m, command, sizeof(command));
+	if ((ctl_nth(m, CTL_T_CWD, 0) != NULL &&
+	     ctl_get_str(m, CTL_T_CWD, cwd, sizeof(cwd)) != 0) ||
+	    (ctl_nth(m, CTL_T_PROFILE, 0) != NULL &&
+	     ctl_get_str(m, CTL_T_PROFILE, profile, sizeof(profile)) != 0)) {
+		reply_error(c, VERR_CTL, "bad cwd or profile");
+		return;
+	}
+	if (ctl_nth(m, CTL_T_CWD, 0) == NULL)
+		cwd[0] = '\0';
+	if (ctl_nth(m, CTL_T_PROFILE, 0) == NULL)
+		profile[0] = '\0';
 	memset(&sp, 0, sizeof(sp));
 	sp.keys = entries;
 	sp.nkeys = nkeys;
@@ -234,6 +247,9 @@ op_open(struct client *c, const struct ctl_msg *m)
 	sp.nallow = nallow;
 	sp.command = command;
 	sp.pid = (pid_t)pid;
+	sp.uid = c->uid;
+	sp.cwd = cwd;
+	sp.profile = profile;
 	sp.listen_fd = c->passed_fd;
 	sp.runtime_dir = d->o->paths->runtime;
 	sp.resolve = d->o->resolve;
@@ -296,6 +312,10 @@ dispatch(struct client *c, const struct ctl_msg *m)
 		break;
 	case CTL_CLOSE:
 		if (c->session != NULL) {
+			int64_t status;
+
+			if (ctl_get_i64(m, CTL_T_EXIT, &status) == 0)
+				session_set_exit(c->session, status);
 			session_close(c->session);
 			c->session = NULL;
 		}
@@ -476,6 +496,7 @@ accept_control(evutil_socket_t fd, short what, void *arg)
 	}
 	c->d = d;
 	c->fd = cfd;
+	c->uid = cred.uid;
 	c->passed_fd = -1;
 	c->want = CTL_HEADER_LEN;
 	if ((c->ev = event_new(d->base, cfd, EV_READ | EV_PERSIST, client_read, c)) == NULL) {

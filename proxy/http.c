@@ -285,7 +285,10 @@ plausible_authority(const char *s, size_t n, int require_port)
 	return i == n && i > port && i - port <= 5;
 }
 
-/* Content-Length: no sign, list, hex or leading zero; 63 bits at most. */
+/*
+ * Content-Length: 1*DIGIT, no sign, list or hex, and no leading zero (some
+ * parsers read those as octal); at most 2^63-1 so it fits an off_t.
+ */
 static int
 content_length(const char *s, size_t n, uint64_t *out)
 {

@@ -24,7 +24,12 @@
 struct session {
 	char id[SESSION_ID_LEN + 1];
 	char *command;
+	char *cwd;
+	char *profile;
 	pid_t pid;
+	uid_t uid;
+	int64_t exit_status;
+	int has_exit;
 	struct event_base *base;
 	struct evconnlistener *listener;
 	struct event *retry_ev;
@@ -168,11 +173,14 @@ session_open(struct event_base *base, const struct session_params *p, struct ses
 		return VERR_NOMEM;
 	s->base = base;
 	s->pid = p->pid;
+	s->uid = p->uid;
 	s->resolve = p->resolve;
 	randombytes_buf(idb, sizeof(idb));
 	sodium_bin2hex(s->id, sizeof(s->id), idb, sizeof(idb));
 	r = VERR_NOMEM;
 	if ((s->command = strdup(p->command != NULL ? p->command : "")) == NULL ||
+	    (s->cwd = strdup(p->cwd != NULL ? p->cwd : "")) == NULL ||
+	    (s->profile = strdup(p->profile != NULL ? p->profile : "")) == NULL ||
 	    (s->keys = calloc(p->nkeys, sizeof(*s->keys))) == NULL ||
 	    (s->placeholders = calloc(p->nkeys, sizeof(*s->placeholders))) == NULL ||
 	    (s->ikeys = calloc(p->nkeys, sizeof(*s->ikeys))) == NULL)
@@ -354,6 +362,13 @@ session_count_request(struct session *s)
 }
 
 void
+session_set_exit(struct session *s, int64_t status)
+{
+	s->exit_status = status;
+	s->has_exit = 1;
+}
+
+void
 session_close(struct session *s)
 {
 	if (s == NULL)
@@ -376,5 +391,7 @@ session_close(struct session *s)
 	free(s->placeholders);
 	free(s->ikeys);
 	free(s->command);
+	free(s->cwd);
+	free(s->profile);
 	free(s);
 }
