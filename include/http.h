@@ -6,10 +6,14 @@
  * fields and the empty line) once it is complete, HTTP_INCOMPLETE while more
  * bytes are needed, or HTTP_ERROR with the status to answer and a static
  * reason in err_status/err_reason. They keep no state between calls: call
- * again with the longer buffer (worst case, byte-at-a-time delivery rescans
- * up to max_head bytes per call). Every slice they return points into the
- * caller's buffer, which must outlive its use; nothing is allocated, nothing
- * is decoded (no percent-decoding, no case folding).
+ * again with the longer buffer. Each call rescans what it is given, so a
+ * peer sending one byte per read costs O(max_head^2) (about 0.4 s of CPU
+ * for 32 KiB). A head can only complete at a LF, so a caller that calls
+ * again only once the new bytes hold a LF or the buffer has grown past
+ * max_head loses nothing but an earlier error, and bounds the work to about
+ * max_headers rescans. Every slice they return points into the caller's
+ * buffer, which must outlive its use; nothing is allocated, nothing is
+ * decoded (no percent-decoding, no case folding).
  *
  * A credential proxy sits between two parsers that must agree on where each
  * message ends; wherever RFC 9110/9112 lets a recipient be lenient, this
@@ -21,6 +25,10 @@
  *     control byte except HTAB in a field value;
  *   - exactly one SP between the parts of the request line, and a version of
  *     exactly "HTTP/1.1" or "HTTP/1.0";
+ *   - the request-target form matches the method (CONNECT exactly when
+ *     authority-form, "*" only for OPTIONS), absolute-form is http or https
+ *     without userinfo, and one Host (required in HTTP/1.1) names a plausible
+ *     authority, so a host check cannot be steered by "user@host" tricks;
  *   - Content-Length is 1*DIGIT without leading zeros, at most 2^63-1, in a
  *     single field; Transfer-Encoding is the single coding "chunked" in a
  *     single field, never together with Content-Length and never in an
@@ -161,9 +169,11 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 
 /*
  * Parse a response head; the request it answers decides its framing
- * (RFC 9112 6.3). Return convention as http_parse_request(), every error
- * being 502. A 1xx other than 101 is interim: parse the next response head
- * after it.
+ * (RFC 9112 6.3): a response to HEAD, a 1xx, 204 or 304 has no body; a 101
+ * or a 2xx to CONNECT turns the connection into a tunnel; otherwise chunked,
+ * Content-Length, or until close. Return convention as
+ * http_parse_request(), every error being 502. A 1xx other than 101 is
+ * interim: parse the next response head after it.
  */
 int http_parse_response(const char *buf, size_t len, const struct http_limits *limits,
                         int request_was_head, int request_was_connect, struct http_response *out);
@@ -189,7 +199,10 @@ int http_header_find(const struct http_header *headers, size_t num_headers, cons
  * ";name[=token|quoted-string]" with no whitespace anywhere in the size
  * line, which is bounded by HTTP_CHUNK_LINE_MAX; sizes are 1 to 16 hex
  * digits. Trailer fields obey the header field rules and limits, and may not
- * be Content-Length, Transfer-Encoding or Host. Every error is 400.
+ * be Content-Length, Transfer-Encoding or Host; they are validated and
+ * passed over, never reported as payload, so a caller that keeps only the
+ * payload drops them (trailers says whether there were any). Every error
+ * is 400.
  *
  * Fields other than err_status, err_reason and trailers are private.
  */

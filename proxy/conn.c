@@ -63,6 +63,7 @@ struct conn {
 	int plain;              /* plain-HTTP absolute-form request */
 	int up_ready;           /* upstream connected (and TLS verified) */
 	struct http_limits limits;
+	size_t head_scanned; /* bytes of an incomplete head already parsed */
 	/* The request being relayed. */
 	struct secbuf *head; /* upstream request head: holds the secret */
 	int req_is_head;
@@ -612,6 +613,19 @@ parse_request(struct conn *c)
 
 	if (len == 0)
 		return;
+	/*
+	 * A head can only complete with a new LF: re-parsing on every byte of a
+	 * slow sender would cost quadratic CPU.
+	 */
+	if (c->head_scanned > 0 && len > c->head_scanned && len <= c->limits.max_head) {
+		struct evbuffer_ptr from;
+
+		if (evbuffer_ptr_set(in, &from, c->head_scanned, EVBUFFER_PTR_SET) == 0 &&
+		    evbuffer_search(in, "\n", 1, &from).pos < 0) {
+			c->head_scanned = len;
+			return;
+		}
+	}
 	if (len > c->limits.max_head + 1)
 		len = c->limits.max_head + 1;
 	if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)len)) == NULL ||
@@ -621,9 +635,11 @@ parse_request(struct conn *c)
 	}
 	n = http_parse_request(buf, len, &c->limits, rq);
 	if (n == HTTP_INCOMPLETE) {
+		c->head_scanned = len;
 		free(rq);
 		return;
 	}
+	c->head_scanned = 0;
 	if (n == HTTP_ERROR) {
 		respond_error(c, rq->err_status, status_text(rq->err_status), rq->err_reason);
 		free(rq);

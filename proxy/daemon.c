@@ -122,6 +122,9 @@ reply(struct client *c)
 		client_close(c);
 }
 
+static void reply_error(struct client *c, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
 static void
 reply_error(struct client *c, int code, const char *fmt, ...)
 {

@@ -63,6 +63,8 @@ fail(int r, const char *what)
 	return EXIT_FAILURE;
 }
 
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void
 usage_error(const char *fmt, ...)
 {

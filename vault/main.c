@@ -63,6 +63,8 @@ static const char usage_text[] =
         "\n"
         "exit status: 0 success, 1 failure, 2 usage error\n";
 
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void
 usage_error(const char *fmt, ...)
 {
