@@ -574,6 +574,8 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 	if (c->tunnel)
 		nkeys = 0;
 	r = inject_apply(&ir, &dest, keys, nkeys, &c->head, nkeys > 0 ? results : NULL);
+	/* rq points into the input buffer: read what is needed before draining it. */
+	c->req_is_head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
 	evbuffer_drain(in, consumed);
 	if (r != 0) {
 		respond_error(c, r == VERR_INJECT_CONFLICT ? 502 : 400, status_text(400),
@@ -581,7 +583,6 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 		return;
 	}
 	session_count_request(c->s);
-	c->req_is_head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
 	c->req_body = rq->body;
 	c->req_left = rq->content_length;
 	c->req_done = rq->body == HTTP_BODY_NONE ||
