@@ -93,6 +93,13 @@ static void pump(struct conn *c);
 
 /* ---- state and errors ---- */
 
+/* Never buffer more unparsed input than the largest head we would accept. */
+static void
+bound_input(struct conn *c, struct bufferevent *bev)
+{
+	bufferevent_setwatermark(bev, EV_READ, 0, c->limits.max_head + 1);
+}
+
 static void
 set_timeouts(struct bufferevent *bev, int sec)
 {
@@ -275,9 +282,10 @@ drained(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	struct bufferevent *other = bev == c->cli ? c->up : c->cli;
 
-	/* Below the low watermark again: let the other side talk. */
+	/* Below the low watermark again: let the other side talk, if it may. */
 	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-	if (other != NULL && c->state != C_CLOSING)
+	if (other != NULL &&
+	    (c->state == C_TUNNEL || (c->state == C_EXCHANGE && (other == c->up || !c->req_done))))
 		bufferevent_enable(other, EV_READ);
 	if (c->state == C_EXCHANGE || c->state == C_TUNNEL)
 		pump(c);
@@ -331,6 +339,7 @@ start_upstream_socket(struct conn *c, const struct sockaddr *sa, socklen_t salen
 		return VERR_NOMEM;
 	c->up = bev;
 	bufferevent_setcb(bev, upstream_read, drained, upstream_event, c);
+	bound_input(c, bev);
 	set_timeouts(bev, T_CONNECT);
 	/* The address vproxy resolved itself: no second lookup anywhere. */
 	if (bufferevent_socket_connect(bev, sa, (int)salen) != 0)
@@ -776,6 +785,7 @@ start_tls(struct conn *c)
 	}
 	c->cli = tls;
 	bufferevent_setcb(tls, client_read, drained, client_event, c);
+	bound_input(c, tls);
 	set_state(c, C_TLS_ACCEPT);
 	bufferevent_enable(tls, EV_READ | EV_WRITE);
 }
@@ -1058,6 +1068,7 @@ conn_start(struct session *s, struct conn_list *list, int fd)
 		return;
 	}
 	bufferevent_setcb(c->cli, client_read, drained, client_event, c);
+	bound_input(c, c->cli);
 	set_state(c, C_FIRST_HEAD);
 	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
 }
