@@ -67,6 +67,10 @@ struct sessca *session_ca(const struct session *s);
 const struct inject_key *session_inject_keys(const struct session *s, size_t *n);
 const struct resolve_map *session_resolve(const struct session *s);
 
+/* The scrubbing patterns of the session's secrets (scrub.h). */
+struct scrub_set;
+const struct scrub_set *session_scrub(const struct session *s);
+
 /* 1 when a key of the session is bound to the concrete target, else 0. */
 int session_bound(const struct session *s, const struct hostspec *target);
 

@@ -55,7 +55,16 @@ enum verr {
 	VERR_CERT_EXPIRED = -42,        /* the session CA is past its notAfter */
 	VERR_INJECT_CONFLICT = -43,     /* two keys set the same header or parameter */
 	VERR_INJECT_SECRET_BYTES = -44, /* secret has bytes a header value cannot carry */
-	VERR_LIMIT_LAST = -45
+	VERR_PROFILE_NOT_FOUND = -45,   /* no such sandbox profile, or a bad profile name */
+	VERR_PROFILE_SYNTAX = -46,      /* profile text malformed; the message names file:line */
+	VERR_SBPL_STRING = -47,         /* a path cannot be written into a Seatbelt profile */
+	VERR_AUDIT_DAMAGED = -48,       /* audit log ends in unreadable data */
+	VERR_AUDIT_TAMPERED = -49,      /* audit log verification failed */
+	VERR_SANDBOX = -50,             /* the sandbox could not be set up */
+	VERR_NO_USERNS = -51,           /* user namespaces unavailable to this user */
+	VERR_CMD_NOT_FOUND = -52,       /* the command to run does not exist */
+	VERR_CMD_NOT_EXEC = -53,        /* the command exists but cannot be executed */
+	VERR_LIMIT_LAST = -54
 };
 
 /* A static, human-readable description of code; never NULL. */

@@ -23,6 +23,7 @@
 #include "inject.h"
 #include "resolve.h"
 #include "secbuf.h"
+#include "scrub.h"
 #include "sessca.h"
 #include "session.h"
 #include "tlsctx.h"
@@ -38,6 +39,9 @@
 /* Backpressure: stop reading a side while the other's output exceeds HIGH. */
 #define WM_HIGH (256 * 1024)
 #define WM_LOW  (64 * 1024)
+
+/* Keys per session: the control protocol allows at most 16. */
+#define SESSION_KEYS_MAX 16
 
 enum conn_state {
 	C_FIRST_HEAD = 1, /* reading CONNECT or an absolute-form request */
@@ -79,14 +83,20 @@ struct conn {
 	int resp_body;
 	uint64_t resp_left;
 	struct http_chunked resp_chunk;
+	struct scrub_stream *scrub; /* the current response body's scrubber */
+	struct evbuffer *scratch;   /* scrubbed output on its way to the client */
+	int chunked_out;            /* re-chunking the body for the client */
+	int client_minor;           /* HTTP/1.x of the current request */
 	/* Accounting of the current request, for status and the audit record. */
-	uint64_t bytes_up, bytes_down;
+	uint64_t bytes_up, bytes_down, scrubbed;
 	int injected;
 };
 
 static void conn_close(struct conn *c);
 static void start_tls(struct conn *c);
 static void parse_request(struct conn *c);
+static void response_done(struct conn *c);
+static int finish_body(struct conn *c);
 static void client_read(struct bufferevent *bev, void *arg);
 static void upstream_read(struct bufferevent *bev, void *arg);
 static void pump(struct conn *c);
@@ -240,6 +250,9 @@ conn_close(struct conn *c)
 	if (c->cli != NULL)
 		bufferevent_free(c->cli);
 	secbuf_free(c->head);
+	scrub_stream_free(c->scrub); /* may hold the start of a secret: wiped */
+	if (c->scratch != NULL)
+		evbuffer_free(c->scratch);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -472,14 +485,20 @@ upstream_event(struct bufferevent *bev, short what, void *arg)
 		respond_error(c, 504, "Gateway Timeout", "upstream timed out");
 		return;
 	}
-	if ((what & BEV_EVENT_EOF) && c->state == C_EXCHANGE && c->resp_body == HTTP_BODY_CLOSE) {
-		/* Close-delimited body: forward the rest, then close the client. */
-		upstream_read(c->up, c);
+	if ((what & BEV_EVENT_EOF) && c->state == C_EXCHANGE && c->resp_started &&
+	    c->resp_body == HTTP_BODY_CLOSE) {
+		/* Close-delimited body: scrub the rest, end the framing, drop upstream. */
+		pump(c);
+		if (c->state != C_EXCHANGE || finish_body(c) != 0) {
+			if (c->state == C_EXCHANGE)
+				conn_close(c);
+			return;
+		}
 		bufferevent_free(c->up);
 		c->up = NULL;
-		set_state(c, C_CLOSING);
-		bufferevent_setcb(c->cli, NULL, finish_after_flush, NULL, c);
-		finish_after_flush(c->cli, c);
+		c->up_ready = 0;
+		c->up_keep_alive = 0;
+		response_done(c);
 		return;
 	}
 	if (c->state == C_TUNNEL && (what & BEV_EVENT_EOF)) {
@@ -599,6 +618,7 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 	if (rq->body == HTTP_BODY_CHUNKED)
 		http_chunked_init(&c->req_chunk, &c->limits);
 	c->client_keep_alive = rq->keep_alive && !c->plain;
+	c->client_minor = rq->minor_version;
 	c->resp_started = 0;
 	c->resp_body = HTTP_BODY_NONE;
 	bufferevent_disable(c->cli, EV_READ);
@@ -853,6 +873,173 @@ compressed(const struct http_response *rs)
 	return 0;
 }
 
+/* ---- responses: every byte for the child passes the scrubber ---- */
+
+static int
+scrub_emit(void *arg, const void *p, size_t len)
+{
+	struct conn *c = arg;
+
+	return evbuffer_add(c->scratch, p, len) == 0 ? 0 : VERR_NOMEM;
+}
+
+/* Send what the scrubber released, as one chunk when re-chunking. */
+static void
+flush_scrubbed(struct conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->cli);
+	size_t n = evbuffer_get_length(c->scratch);
+
+	if (n == 0)
+		return;
+	if (c->chunked_out)
+		evbuffer_add_printf(out, "%zx\r\n", n);
+	evbuffer_add_buffer(out, c->scratch);
+	if (c->chunked_out)
+		evbuffer_add(out, "\r\n", 2);
+	c->bytes_down += n;
+	if (evbuffer_get_length(out) >= WM_HIGH && c->up != NULL) {
+		bufferevent_disable(c->up, EV_READ);
+		bufferevent_setwatermark(c->cli, EV_WRITE, WM_LOW, 0);
+	}
+}
+
+/* Scrub n payload bytes at the front of the upstream input, then drop them. */
+static int
+scrub_input(struct conn *c, size_t n)
+{
+	struct evbuffer *in = bufferevent_get_input(c->up);
+
+	while (n > 0) {
+		struct evbuffer_iovec v;
+		size_t k;
+
+		if (evbuffer_peek(in, (ssize_t)n, NULL, &v, 1) < 1)
+			return -1;
+		k = v.iov_len < n ? v.iov_len : n;
+		if (scrub_stream_feed(c->scrub, v.iov_base, k, scrub_emit, c) != 0)
+			return -1;
+		evbuffer_drain(in, k);
+		n -= k;
+	}
+	flush_scrubbed(c);
+	return 0;
+}
+
+/* Chunked from upstream: strip the framing, scrub the payload. 1 done, 0 more, -1 bad. */
+static int
+scrub_chunked(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->up);
+
+	while (evbuffer_get_length(in) > 0 && !http_chunked_done(&c->resp_chunk)) {
+		struct evbuffer_iovec v;
+		const char *data;
+		size_t dlen;
+		ssize_t n;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		n = http_chunked_feed(&c->resp_chunk, v.iov_base, v.iov_len, &data, &dlen);
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		if (dlen > 0 && scrub_stream_feed(c->scrub, data, dlen, scrub_emit, c) != 0)
+			return -1;
+		evbuffer_drain(in, (size_t)n);
+	}
+	flush_scrubbed(c);
+	return http_chunked_done(&c->resp_chunk) ? 1 : 0;
+}
+
+/* The body is complete: release the scrubber's tail and end the framing. */
+static int
+finish_body(struct conn *c)
+{
+	if (scrub_stream_finish(c->scrub, scrub_emit, c) != 0)
+		return -1;
+	flush_scrubbed(c);
+	c->scrubbed += scrub_stream_total(c->scrub);
+	scrub_stream_free(c->scrub);
+	c->scrub = NULL;
+	if (c->chunked_out)
+		evbuffer_add(bufferevent_get_output(c->cli), "0\r\n\r\n", 5);
+	return 0;
+}
+
+/* Fields the proxy re-frames or that are hop-by-hop: never copied to the client. */
+static int
+response_drops(const struct http_response *rs, const struct http_header *h)
+{
+	static const char *const names[] = {
+	        "content-length",   "transfer-encoding", "connection", "keep-alive",
+	        "proxy-connection", "trailer",           NULL};
+
+	for (size_t i = 0; names[i] != NULL; i++)
+		if (is_named(h, names[i]))
+			return 1;
+	return http_connection_lists(rs->headers, rs->num_headers, h->name, h->name_len);
+}
+
+/*
+ * Forward a response head to the client, scrubbed. A body is re-framed as
+ * chunked (or close-delimited for an HTTP/1.0 client): replacing a secret
+ * by its placeholder changes lengths, so the upstream's framing cannot be
+ * kept.
+ */
+static int
+forward_head(struct conn *c, const struct http_response *rs, const char *raw, size_t rawlen,
+             int body)
+{
+	struct evbuffer *h = NULL;
+	char *clean = NULL;
+	size_t cleanlen = 0;
+	const char *src = raw;
+	size_t srclen = rawlen;
+	uint64_t counts[SESSION_KEYS_MAX];
+	int r = -1;
+
+	if (body) {
+		if ((h = evbuffer_new()) == NULL)
+			return -1;
+		evbuffer_add_printf(h, "HTTP/1.1 %d %.*s\r\n", rs->status, (int)rs->reason_len,
+		                    rs->reason);
+		for (size_t i = 0; i < rs->num_headers; i++) {
+			const struct http_header *f = &rs->headers[i];
+
+			if (response_drops(rs, f))
+				continue;
+			evbuffer_add(h, f->name, f->name_len);
+			evbuffer_add(h, ": ", 2);
+			evbuffer_add(h, f->value, f->value_len);
+			evbuffer_add(h, "\r\n", 2);
+		}
+		c->chunked_out = c->client_minor >= 1;
+		if (c->chunked_out)
+			evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
+		if (!c->chunked_out || !c->client_keep_alive)
+			evbuffer_add_printf(h, "Connection: close\r\n");
+		evbuffer_add(h, "\r\n", 2);
+		srclen = evbuffer_get_length(h);
+		if ((src = (const char *)evbuffer_pullup(h, -1)) == NULL)
+			goto out;
+	}
+	if (scrub_buffer_dup(session_scrub(c->s), src, srclen, &clean, &cleanlen, counts) != 0)
+		goto out;
+	for (size_t i = 0; i < scrub_set_nkeys(session_scrub(c->s)); i++)
+		c->scrubbed += counts[i];
+	if (evbuffer_add(bufferevent_get_output(c->cli), clean, cleanlen) != 0)
+		goto out;
+	c->bytes_down += cleanlen;
+	r = 0;
+out:
+	free(clean);
+	if (h != NULL)
+		evbuffer_free(h);
+	return r;
+}
+
 static void
 pump_response(struct conn *c)
 {
@@ -864,7 +1051,7 @@ pump_response(struct conn *c)
 		if (!c->resp_started) {
 			size_t len = evbuffer_get_length(in);
 			const char *buf;
-			int n;
+			int n, body;
 
 			if (len == 0)
 				return;
@@ -885,13 +1072,7 @@ pump_response(struct conn *c)
 				respond_error(c, 502, "Bad Gateway", "malformed upstream response");
 				return;
 			}
-			if (rs->status < 200) {
-				/* 100 Continue and friends: relay, the final answer follows. */
-				move(c, c->up, c->cli, (size_t)n);
-				free(rs);
-				continue;
-			}
-			if (!c->plain && compressed(rs)) {
+			if (compressed(rs)) {
 				/* We asked for identity; an unscannable body never passes. */
 				free(rs);
 				respond_error(
@@ -900,15 +1081,33 @@ pump_response(struct conn *c)
 				        "checked for the secret");
 				return;
 			}
-			c->resp_started = 1;
-			c->resp_status = rs->status;
-			c->resp_body = rs->body;
-			c->resp_left = rs->content_length;
-			c->up_keep_alive = rs->keep_alive;
-			if (rs->body == HTTP_BODY_CHUNKED)
-				http_chunked_init(&c->resp_chunk, &c->limits);
+			body = rs->body != HTTP_BODY_NONE &&
+			       !(rs->body == HTTP_BODY_LENGTH && rs->content_length == 0);
+			if (rs->status >= 200) {
+				c->resp_started = 1;
+				c->resp_status = rs->status;
+				c->resp_body = body ? rs->body : HTTP_BODY_NONE;
+				c->resp_left = rs->content_length;
+				c->up_keep_alive = rs->keep_alive;
+				if (rs->body == HTTP_BODY_CHUNKED)
+					http_chunked_init(&c->resp_chunk, &c->limits);
+				if (body && scrub_stream_new(session_scrub(c->s), &c->scrub) != 0) {
+					free(rs);
+					conn_close(c);
+					return;
+				}
+			}
+			/* 1xx heads are relayed as they are (scrubbed); the final answer follows.
+			 */
+			if (forward_head(c, rs, buf, (size_t)n, rs->status >= 200 && body) != 0) {
+				free(rs);
+				conn_close(c);
+				return;
+			}
 			free(rs);
-			move(c, c->up, c->cli, (size_t)n);
+			evbuffer_drain(in, (size_t)n);
+			if (!c->resp_started)
+				continue;
 		}
 		switch (c->resp_body) {
 		case HTTP_BODY_NONE:
@@ -919,25 +1118,39 @@ pump_response(struct conn *c)
 
 			if (n > c->resp_left)
 				n = (size_t)c->resp_left;
-			move(c, c->up, c->cli, n);
+			if (scrub_input(c, n) != 0) {
+				conn_close(c);
+				return;
+			}
 			c->resp_left -= n;
-			if (c->resp_left == 0)
+			if (c->resp_left == 0) {
+				if (finish_body(c) != 0) {
+					conn_close(c);
+					return;
+				}
 				response_done(c);
+			}
 			return;
 		}
 		case HTTP_BODY_CHUNKED: {
-			int r = relay_chunked(c, &c->resp_chunk, c->up, c->cli);
+			int r = scrub_chunked(c);
 
 			if (r < 0) {
 				conn_close(c); /* mid-body: nothing sane left to say */
 				return;
 			}
-			if (r == 1)
+			if (r == 1) {
+				if (finish_body(c) != 0) {
+					conn_close(c);
+					return;
+				}
 				response_done(c);
+			}
 			return;
 		}
 		default: /* close-delimited: all of it until EOF */
-			move(c, c->up, c->cli, evbuffer_get_length(in));
+			if (scrub_input(c, evbuffer_get_length(in)) != 0)
+				conn_close(c);
 			return;
 		}
 	}
@@ -1062,8 +1275,9 @@ conn_start(struct session *s, struct conn_list *list, int fd)
 	list->n++;
 	c->cli = bufferevent_socket_new(session_base(s), fd,
 	                                BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (c->cli == NULL) {
+	if (c->cli == NULL)
 		evutil_closesocket(fd);
+	if (c->cli == NULL || (c->scratch = evbuffer_new()) == NULL) {
 		conn_close(c);
 		return;
 	}

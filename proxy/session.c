@@ -14,6 +14,7 @@
 
 #include "conn.h"
 #include "inject.h"
+#include "scrub.h"
 #include "sessca.h"
 #include "tlsctx.h"
 #include "verr.h"
@@ -40,6 +41,7 @@ struct session {
 	struct hostspec allow[SESSION_MAX_ALLOW];
 	size_t nallow;
 	struct sessca *ca;
+	struct scrub_set *scrub;
 	char *bundle;
 	const struct resolve_map *resolve;
 	struct conn_list conns;
@@ -194,6 +196,9 @@ session_open(struct event_base *base, const struct session_params *p, struct ses
 		inject_key_from_entry(s->keys[i], s->placeholders[i], &s->ikeys[i]);
 		nhosts += s->keys[i]->nhosts;
 	}
+	/* Every secret of the session is scrubbed from every response. */
+	if ((r = scrub_set_new(s->ikeys, s->nkeys, &s->scrub)) != 0)
+		goto fail;
 	memcpy(s->allow, p->allow, p->nallow * sizeof(*p->allow));
 	s->nallow = p->nallow;
 	/* The CA may vouch only for hosts a key of this session is bound to. */
@@ -301,6 +306,12 @@ session_inject_keys(const struct session *s, size_t *n)
 	return s->ikeys;
 }
 
+const struct scrub_set *
+session_scrub(const struct session *s)
+{
+	return s->scrub;
+}
+
 const struct resolve_map *
 session_resolve(const struct session *s)
 {
@@ -385,6 +396,7 @@ session_close(struct session *s)
 	if (s->dns != NULL)
 		evdns_base_free(s->dns, 1);
 	sessca_free(s->ca);
+	scrub_set_free(s->scrub);
 	for (size_t i = 0; i < s->nkeys; i++)
 		vault_entry_free(s->keys[i]);
 	free(s->keys);

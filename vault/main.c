@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "hostspec.h"
 #include "passphrase.h"
 #include "paths.h"
@@ -42,6 +44,11 @@ static const char usage_text[] =
         "  show NAME [--json]      details of one key (never the secret)\n"
         "  rm NAME                 delete a key\n"
         "  passwd [--kdf COST]     change the passphrase\n"
+        "  audit [--session ID] [--key NAME] [--since WHEN] [--denied] [--json] [--follow]\n"
+        "                          show the audit log vproxy writes (no passphrase needed)\n"
+        "  audit --summary [...]   one line per session\n"
+        "  audit verify            check that no audit record was edited, removed, reordered\n"
+        "                          or forged (asks for the passphrase)\n"
         "\n"
         "add options:\n"
         "  --host HOST[:PORT]      host allowed to receive the key; repeatable; port 443 by\n"
@@ -56,10 +63,21 @@ static const char usage_text[] =
         "\n"
         "  --kdf COST              Argon2id cost: interactive, moderate (default), sensitive\n"
         "\n"
+        "audit options (filters combine):\n"
+        "  --session ID            sessions whose id starts with ID\n"
+        "  --key NAME              records that involve key NAME\n"
+        "  --since WHEN            records since a time ago (30s, 15m, 2h, 7d) or since an\n"
+        "                          RFC 3339 time (2026-11-29T10:00:00Z) or date (2026-11-29)\n"
+        "  --denied                denied requests only\n"
+        "  --json                  matching records as stored (JSON Lines)\n"
+        "  --follow                keep printing records as they are appended\n"
+        "  --summary               per session: start, requests, denied, bytes, hosts, command\n"
+        "\n"
         "environment:\n"
         "  VAULT_HOME              where vault.db lives (default ~/.local/share/vrun)\n"
         "  VAULT_PASSPHRASE_FILE   read the passphrase from this file's first line\n"
         "  VAULT_NEW_PASSPHRASE_FILE  the new passphrase for init and passwd\n"
+        "  NO_COLOR                when set, `vault audit` never colours its output\n"
         "\n"
         "exit status: 0 success, 1 failure, 2 usage error\n";
 
@@ -722,14 +740,561 @@ out:
 	return ret;
 }
 
+/* ---- audit ---- */
+
+struct audit_filter {
+	const char *session; /* id prefix */
+	const char *key;
+	int has_since;
+	int64_t since_ms;
+	int denied;
+};
+
+struct audit_view {
+	int json, summary, color;
+	uint64_t shown, malformed;
+	json_t *sessions; /* --summary: id -> aggregate */
+	json_t *order;    /* --summary: ids in order of first appearance */
+};
+
+/* A duration ago (30s, 15m, 2h, 7d, 1w), an RFC 3339 time, or a date. */
+static int
+parse_since(const char *arg, int64_t *ms)
+{
+	static const struct {
+		char unit;
+		int64_t ms;
+	} units[] = {{'s', 1000}, {'m', 60000}, {'h', 3600000}, {'d', 86400000}, {'w', 604800000}};
+	struct timespec now;
+	unsigned long long n;
+	char *end, buf[32];
+
+	if (arg[0] >= '0' && arg[0] <= '9') {
+		errno = 0;
+		n = strtoull(arg, &end, 10);
+		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (errno == 0 && end[0] == units[i].unit && end[1] == '\0') {
+				if (n > (unsigned long long)(INT64_MAX / units[i].ms))
+					return -1;
+				clock_gettime(CLOCK_REALTIME, &now);
+				*ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 -
+				      (int64_t)n * units[i].ms;
+				return 0;
+			}
+	}
+	if (strlen(arg) == 10) {
+		snprintf(buf, sizeof(buf), "%sT00:00:00Z", arg);
+		return audit_parse_time(buf, ms) == 0 ? 0 : -1;
+	}
+	return audit_parse_time(arg, ms) == 0 ? 0 : -1;
+}
+
+static const char *
+jstr(json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(o, k));
+}
+
+static int
+record_matches(json_t *rec, const struct audit_filter *f)
+{
+	const char *s;
+	int64_t t;
+
+	if (f->session != NULL &&
+	    ((s = jstr(rec, "session")) == NULL || strncmp(s, f->session, strlen(f->session)) != 0))
+		return 0;
+	if (f->key != NULL) {
+		json_t *keys = json_object_get(rec, "keys"), *k;
+		size_t i;
+		int hit = (s = jstr(rec, "key")) != NULL && strcmp(s, f->key) == 0;
+
+		json_array_foreach(keys, i, k) hit |=
+		        json_is_string(k) && strcmp(json_string_value(k), f->key) == 0;
+		if (!hit)
+			return 0;
+	}
+	if (f->has_since &&
+	    ((s = jstr(rec, "time")) == NULL || audit_parse_time(s, &t) != 0 || t < f->since_ms))
+		return 0;
+	if (f->denied && ((s = jstr(rec, "decision")) == NULL || strcmp(s, "denied") != 0))
+		return 0;
+	return 1;
+}
+
+/*
+ * Print untrusted text (the command and paths come from the sandboxed side)
+ * with C0/C1 controls and DEL as '?', so a record cannot drive the terminal;
+ * pad to width characters.
+ */
+static void
+put_text(const char *s, size_t max, int width)
+{
+	const unsigned char *p = (const unsigned char *)(s != NULL ? s : "");
+	int n = 0;
+
+	for (size_t i = 0; p[i] != '\0' && i < max; i++) {
+		if (p[i] == 0xC2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F) {
+			putchar('?');
+			i++;
+		} else if (p[i] < 0x20 || p[i] == 0x7F)
+			putchar('?');
+		else
+			putchar(p[i]);
+		n += (p[i] & 0xC0) != 0x80;
+	}
+	for (; n < width; n++)
+		putchar(' ');
+}
+
+static void
+format_bytes(json_int_t v, char *buf, size_t size)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+	double d = (double)v;
+	size_t u = 0;
+
+	if (v < 1024) {
+		snprintf(buf, size, "%lldB", (long long)v);
+		return;
+	}
+	for (d /= 1024; d >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]); d /= 1024)
+		u++;
+	snprintf(buf, size, "%.1f%s", d, units[u]);
+}
+
+/* "2026-11-29T10:00:00.123Z" -> "2026-11-29T10:00:00Z" */
+static void
+short_time(const char *t, char buf[32])
+{
+	if (t != NULL && strlen(t) == 24 && t[19] == '.' && t[23] == 'Z')
+		snprintf(buf, 32, "%.19sZ", t);
+	else
+		snprintf(buf, 32, "%s", t != NULL ? t : "?");
+}
+
+static void
+print_header(void)
+{
+	printf("%-20s %-8s %-7s %-16s %-7s %-24s %-6s %-8s %s\n", "TIME (UTC)", "SESSION", "EVENT",
+	       "KEY", "METHOD", "HOST", "STATUS", "DECISION", "PATH / COMMAND");
+}
+
+static void
+print_record(json_t *rec, int color)
+{
+	const char *type = jstr(rec, "type"), *s;
+	json_t *x;
+	char buf[64];
+	int denied = (s = jstr(rec, "decision")) != NULL && strcmp(s, "denied") == 0;
+
+	if (color && denied)
+		fputs("\033[31m", stdout);
+	short_time(jstr(rec, "time"), buf);
+	put_text(buf, sizeof(buf), 20);
+	putchar(' ');
+	put_text(jstr(rec, "session"), 8, 8);
+	putchar(' ');
+	if (strcmp(type, "session_start") == 0) {
+		json_t *keys = json_object_get(rec, "keys"), *k;
+		size_t i;
+		int n = 0;
+
+		put_text("start", 8, 7);
+		putchar(' ');
+		json_array_foreach(keys, i, k)
+		{
+			if (i > 0)
+				putchar(',');
+			put_text(json_string_value(k), 256, 0);
+			n += (int)strlen(json_string_value(k) ? json_string_value(k) : "") +
+			     (i > 0);
+		}
+		for (; n < 16; n++)
+			putchar(' ');
+		printf(" %-7s %-24s %-6s %-8s ", "", "", "", "");
+		put_text(jstr(rec, "command"), 4096, 0);
+	} else if (strcmp(type, "request") == 0) {
+		put_text("request", 8, 7);
+		putchar(' ');
+		put_text(jstr(rec, "key") != NULL ? jstr(rec, "key") : "-", 256, 16);
+		putchar(' ');
+		put_text(jstr(rec, "method"), 32, 7);
+		putchar(' ');
+		x = json_object_get(rec, "port");
+		if (json_is_integer(x) && json_integer_value(x) != 443) {
+			snprintf(buf, sizeof(buf), "%s:%lld",
+			         jstr(rec, "host") ? jstr(rec, "host") : "?",
+			         (long long)json_integer_value(x));
+			put_text(buf, sizeof(buf), 24);
+		} else
+			put_text(jstr(rec, "host"), 256, 24);
+		putchar(' ');
+		x = json_object_get(rec, "status");
+		if (json_is_integer(x))
+			printf("%-6lld ", (long long)json_integer_value(x));
+		else
+			printf("%-6s ", "-");
+		put_text(jstr(rec, "decision"), 16, 8);
+		putchar(' ');
+		put_text(jstr(rec, "path"), 4096, 0);
+		if (denied && (s = jstr(rec, "reason")) != NULL && *s != '\0') {
+			fputs(" (", stdout);
+			put_text(s, 256, 0);
+			putchar(')');
+		}
+	} else {
+		char up[32], down[32];
+
+		put_text(strcmp(type, "session_end") == 0 ? "end" : type, 16, 7);
+		printf(" %-16s %-7s %-24s ", "", "", "");
+		x = json_object_get(rec, "exit");
+		if (json_is_integer(x))
+			snprintf(buf, sizeof(buf), "exit %lld", (long long)json_integer_value(x));
+		else
+			snprintf(buf, sizeof(buf), "-");
+		printf("%-15s ", buf);
+		format_bytes(json_integer_value(json_object_get(rec, "bytes_up")), up, sizeof(up));
+		format_bytes(json_integer_value(json_object_get(rec, "bytes_down")), down,
+		             sizeof(down));
+		printf("%lld requests, %lld denied, %s up, %s down",
+		       (long long)json_integer_value(json_object_get(rec, "requests")),
+		       (long long)json_integer_value(json_object_get(rec, "denied")), up, down);
+	}
+	if (color && denied)
+		fputs("\033[0m", stdout);
+	putchar('\n');
+}
+
+/* --summary: fold a record into its session's aggregate. */
+static int
+summarize(struct audit_view *view, json_t *rec)
+{
+	const char *id = jstr(rec, "session"), *type = jstr(rec, "type"), *host;
+	json_t *s = json_object_get(view->sessions, id), *hosts, *h;
+	char buf[320];
+	size_t i;
+
+	if (s == NULL) {
+		s = json_pack("{s:s, s:O?, s:n, s:i, s:i, s:i, s:i, s:[], s:n}", "session", id,
+		              "start", json_object_get(rec, "time"), "command", "requests", 0,
+		              "denied", 0, "bytes_up", 0, "bytes_down", 0, "hosts", "exit");
+		if (s == NULL || json_object_set_new(view->sessions, id, s) != 0 ||
+		    json_array_append_new(view->order, json_string(id)) != 0)
+			return -1;
+	}
+	if (strcmp(type, "session_start") == 0) {
+		json_object_set(s, "start", json_object_get(rec, "time"));
+		json_object_set(s, "command", json_object_get(rec, "command"));
+	} else if (strcmp(type, "session_end") == 0) {
+		json_object_set(s, "exit", json_object_get(rec, "exit"));
+	} else if (strcmp(type, "request") == 0) {
+		static const char *const sums[] = {"bytes_up", "bytes_down"};
+
+		json_object_set_new(
+		        s, "requests",
+		        json_integer(json_integer_value(json_object_get(s, "requests")) + 1));
+		if ((host = jstr(rec, "decision")) != NULL && strcmp(host, "denied") == 0)
+			json_object_set_new(
+			        s, "denied",
+			        json_integer(json_integer_value(json_object_get(s, "denied")) + 1));
+		for (i = 0; i < 2; i++)
+			json_object_set_new(
+			        s, sums[i],
+			        json_integer(json_integer_value(json_object_get(s, sums[i])) +
+			                     json_integer_value(json_object_get(rec, sums[i]))));
+		if ((host = jstr(rec, "host")) == NULL)
+			return 0;
+		if (json_integer_value(json_object_get(rec, "port")) != 443)
+			snprintf(buf, sizeof(buf), "%s:%lld", host,
+			         (long long)json_integer_value(json_object_get(rec, "port")));
+		else
+			snprintf(buf, sizeof(buf), "%s", host);
+		hosts = json_object_get(s, "hosts");
+		json_array_foreach(hosts, i,
+		                   h) if (strcmp(json_string_value(h), buf) == 0) return 0;
+		json_array_append_new(hosts, json_string(buf));
+	}
+	return 0;
+}
+
+static void
+print_summary(struct audit_view *view)
+{
+	json_t *id, *s, *h;
+	size_t i, j;
+	char buf[32], up[32], down[32];
+
+	if (!view->json && json_array_size(view->order) > 0)
+		printf("%-16s %-20s %8s %6s %9s %9s %-30s %s\n", "SESSION", "START (UTC)",
+		       "REQUESTS", "DENIED", "UP", "DOWN", "HOSTS", "COMMAND");
+	json_array_foreach(view->order, i, id)
+	{
+		s = json_object_get(view->sessions, json_string_value(id));
+		if (view->json) {
+			json_dumpf(s, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			putchar('\n');
+			continue;
+		}
+		put_text(json_string_value(id), 256, 16);
+		putchar(' ');
+		short_time(jstr(s, "start"), buf);
+		put_text(buf, sizeof(buf), 20);
+		format_bytes(json_integer_value(json_object_get(s, "bytes_up")), up, sizeof(up));
+		format_bytes(json_integer_value(json_object_get(s, "bytes_down")), down,
+		             sizeof(down));
+		if (view->color && json_integer_value(json_object_get(s, "denied")) > 0)
+			printf(" %8lld \033[31m%6lld\033[0m %9s %9s ",
+			       (long long)json_integer_value(json_object_get(s, "requests")),
+			       (long long)json_integer_value(json_object_get(s, "denied")), up,
+			       down);
+		else
+			printf(" %8lld %6lld %9s %9s ",
+			       (long long)json_integer_value(json_object_get(s, "requests")),
+			       (long long)json_integer_value(json_object_get(s, "denied")), up,
+			       down);
+		{
+			int n = 0;
+
+			json_array_foreach(json_object_get(s, "hosts"), j, h)
+			{
+				if (j > 0)
+					putchar(',');
+				put_text(json_string_value(h), 320, 0);
+				n += (int)strlen(json_string_value(h)) + (j > 0);
+			}
+			if (j == 0) {
+				putchar('-');
+				n = 1;
+			}
+			for (; n < 30; n++)
+				putchar(' ');
+		}
+		putchar(' ');
+		put_text(jstr(s, "command") != NULL ? jstr(s, "command") : "?", 4096, 0);
+		putchar('\n');
+	}
+}
+
+/* One line from the log: warn about damage, filter, print or aggregate. */
+static int
+audit_show_line(struct audit_view *view, const struct audit_filter *f, const struct audit_line *ln)
+{
+	json_t *rec = NULL;
+	const char *type;
+	int r = 0;
+
+	if ((ln->flags & (AUDIT_LINE_OVERLONG | AUDIT_LINE_UNTERMINATED)) == 0)
+		rec = json_loadb(ln->data, ln->len, 0, NULL);
+	type = jstr(rec, "type");
+	if (!json_is_object(rec) || type == NULL || jstr(rec, "session") == NULL) {
+		fflush(stdout);
+		fprintf(stderr,
+		        "vault: warning: %s:%llu: %s skipped; check the log with `vault audit "
+		        "verify`\n",
+		        ln->file, (unsigned long long)ln->lineno,
+		        ln->flags & AUDIT_LINE_UNTERMINATED ? "incomplete last line"
+		        : ln->flags & AUDIT_LINE_OVERLONG   ? "overlong line"
+		                                            : "malformed record");
+		view->malformed++;
+		json_decref(rec);
+		return 0;
+	}
+	if (record_matches(rec, f)) {
+		if (view->summary)
+			r = summarize(view, rec);
+		else if (view->json) {
+			fwrite(ln->data, 1, ln->len, stdout);
+			putchar('\n');
+		} else {
+			if (view->shown == 0)
+				print_header();
+			print_record(rec, view->color);
+		}
+		view->shown++;
+	}
+	json_decref(rec);
+	return r;
+}
+
+static int
+cmd_audit_verify(int argc, char **argv)
+{
+	static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	struct audit_verify_result res;
+	struct paths p = {0};
+	struct vault *v = NULL;
+	int c, r, ret = EXIT_FAILURE;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'h')
+			return print_usage();
+		usage_error("audit verify: bad option");
+		return EXIT_USAGE;
+	}
+	if (optind != argc) {
+		usage_error("audit verify: unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (load_paths(&p) != 0 || open_vault(&p, VAULT_READ, &v) != 0)
+		goto out;
+	r = audit_verify(p.audit, vault_audit_key(v), &res);
+	if (r == VERR_AUDIT_TAMPERED) {
+		fprintf(stderr, "vault: %s:%llu: %s%s%s\n", res.file, (unsigned long long)res.line,
+		        audit_bad_str(res.bad), res.detail[0] ? ": " : "", res.detail);
+		fprintf(stderr, "vault: the %llu record%s before it %s intact\n",
+		        (unsigned long long)res.records, res.records == 1 ? "" : "s",
+		        res.records == 1 ? "is" : "are");
+		goto out;
+	}
+	if (r != 0) {
+		fail(r, p.audit);
+		goto out;
+	}
+	printf("intact: %llu record%s in %u file%s\n", (unsigned long long)res.records,
+	       res.records == 1 ? "" : "s", res.files, res.files == 1 ? "" : "s");
+	if (res.start_unchecked)
+		printf("note: the oldest kept record is seq %llu; older files were rotated away, "
+		       "so "
+		       "its link to them cannot be checked\n",
+		       (unsigned long long)res.first_seq);
+	ret = finish_stdout();
+out:
+	vault_close(v);
+	paths_clear(&p);
+	return ret;
+}
+
+static int
+cmd_audit(int argc, char **argv)
+{
+	static const struct option opts[] = {{"session", required_argument, NULL, 's'},
+	                                     {"key", required_argument, NULL, 'k'},
+	                                     {"since", required_argument, NULL, 'S'},
+	                                     {"denied", no_argument, NULL, 'd'},
+	                                     {"json", no_argument, NULL, 'j'},
+	                                     {"follow", no_argument, NULL, 'f'},
+	                                     {"summary", no_argument, NULL, 'u'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	struct audit_filter f = {0};
+	struct audit_view view = {0};
+	struct audit_reader *rd = NULL;
+	struct audit_line ln;
+	struct paths p = {0};
+	const char *nc = getenv("NO_COLOR");
+	int c, r, follow = 0, ret = EXIT_FAILURE;
+
+	if (argc >= 2 && strcmp(argv[1], "verify") == 0)
+		return cmd_audit_verify(argc - 1, argv + 1);
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			f.session = optarg;
+			break;
+		case 'k':
+			f.key = optarg;
+			break;
+		case 'S':
+			if (parse_since(optarg, &f.since_ms) != 0) {
+				usage_error("audit: --since '%s': expected a duration such as 30s, "
+				            "15m, "
+				            "2h or 7d, or a time such as 2026-11-29T10:00:00Z",
+				            optarg);
+				return EXIT_USAGE;
+			}
+			f.has_since = 1;
+			break;
+		case 'd':
+			f.denied = 1;
+			break;
+		case 'j':
+			view.json = 1;
+			break;
+		case 'f':
+			follow = 1;
+			break;
+		case 'u':
+			view.summary = 1;
+			break;
+		case 'h':
+			return print_usage();
+		default:
+			usage_error("audit: bad option");
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		usage_error(
+		        strcmp(argv[optind], "verify") == 0
+		                ? "audit: verify takes no options but --help: `vault audit verify`"
+		                : "audit: unexpected argument '%s'",
+		        argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (follow && view.summary) {
+		usage_error("audit: --summary and --follow do not go together");
+		return EXIT_USAGE;
+	}
+	view.color = !view.json && nc == NULL && isatty(STDOUT_FILENO);
+	if (view.summary &&
+	    ((view.sessions = json_object()) == NULL || (view.order = json_array()) == NULL)) {
+		fail(VERR_NOMEM, "audit");
+		goto out;
+	}
+	if (load_paths(&p) != 0)
+		goto out;
+	if ((r = audit_reader_open(p.audit, follow, &rd)) != 0) {
+		fail(r, p.audit);
+		goto out;
+	}
+	for (;;) {
+		r = audit_reader_next(rd, &ln);
+		if (r == 1) {
+			if (audit_show_line(&view, &f, &ln) != 0) {
+				fail(VERR_NOMEM, "audit");
+				goto out;
+			}
+			continue;
+		}
+		if (r < 0) {
+			fail(r, p.audit);
+			goto out;
+		}
+		if (!follow)
+			break;
+		/* Nothing new: show what we have, then poll; a rotation is noticed by the reader.
+		 */
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			ret = fail(VERR_SYSTEM, "stdout");
+			goto out;
+		}
+		nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+	}
+	if (view.summary)
+		print_summary(&view);
+	if (view.shown == 0 && !view.json && view.malformed == 0)
+		fprintf(stderr, "vault: %s\n",
+		        audit_reader_files(rd) == 0 ? "no audit records yet (vproxy writes them)"
+		                                    : "no matching audit records");
+	ret = finish_stdout();
+out:
+	audit_reader_close(rd);
+	json_decref(view.sessions);
+	json_decref(view.order);
+	paths_clear(&p);
+	return ret;
+}
+
 int
 main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"init", cmd_init}, {"add", cmd_add}, {"list", cmd_list},
-	            {"show", cmd_show}, {"rm", cmd_rm},   {"passwd", cmd_passwd}};
+	} cmds[] = {{"init", cmd_init},  {"add", cmd_add}, {"list", cmd_list},
+	            {"show", cmd_show},  {"rm", cmd_rm},   {"passwd", cmd_passwd},
+	            {"audit", cmd_audit}};
 	int r;
 
 	if ((r = secbuf_process_setup()) != 0) {

@@ -112,6 +112,32 @@ verr_strerror(int code)
 	case VERR_INJECT_SECRET_BYTES:
 		return "request refused: the secret contains control characters, which a header "
 		       "cannot carry; use basic:USER or query:PARAM injection for it";
+	case VERR_PROFILE_NOT_FOUND:
+		return "no such sandbox profile: give a name from the profiles directory (letters, "
+		       "digits, '.', '_', '-') or a path containing '/'";
+	case VERR_PROFILE_SYNTAX:
+		return "malformed sandbox profile (see profiles/README.md for the format)";
+	case VERR_SBPL_STRING:
+		return "cannot write a path into the Seatbelt profile: it holds a control "
+		       "character or is not absolute";
+	case VERR_AUDIT_DAMAGED:
+		return "the audit log ends in unreadable data: check it with `vault audit verify`, "
+		       "then move audit.log aside to start a new one";
+	case VERR_AUDIT_TAMPERED:
+		return "the audit log is not intact: records were edited, removed, reordered or "
+		       "forged";
+	case VERR_SANDBOX:
+		return "the sandbox could not be set up, so the command was not started";
+	case VERR_NO_USERNS:
+		return "user namespaces are not available: enable them with `sysctl -w "
+		       "kernel.unprivileged_userns_clone=1` (Debian) and `sysctl -w "
+		       "user.max_user_namespaces=15000`; on Ubuntu also `sysctl -w "
+		       "kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile "
+		       "allowing userns for vrun";
+	case VERR_CMD_NOT_FOUND:
+		return "command not found";
+	case VERR_CMD_NOT_EXEC:
+		return "command cannot be executed";
 	}
 	return "unknown error";
 }

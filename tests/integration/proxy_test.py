@@ -179,6 +179,21 @@ def main():
         r = curl("-I", "https://%s/head" % hp)
         check(r.returncode == 0 and b"200" in r.stdout, "HEAD response without body")
 
+        # Scrubbing: whatever the upstream echoes, the client never sees a secret.
+        secrets_forms = []
+        for sec in (secret_bearer, secret_ph):
+            b = sec.encode()
+            secrets_forms.append(b)
+            for k in range(3):
+                enc = base64.b64encode(b"u" * k + b":" + b + b"!")
+                secrets_forms.append(enc[(k + 2) // 3 * 4 + 4: -8] if len(enc) > 20 else enc)
+        for path in ("/reflect", "/reflect-chunk1", "/hello"):
+            r = curl("-i", "https://%s%s" % (hp, path))
+            leaked = [f for f in secrets_forms if f and f in r.stdout]
+            check(r.returncode == 0 and not leaked, "no secret in the response to %s" % path)
+            check(s.keys["deploy-key"][1].encode() in r.stdout,
+                  "the placeholder stands in for the secret in %s" % path)
+
         # Anything not bound: 403, nothing reaches any upstream.
         n0 = len(upstream_records(log))
         for target in ("https://unbound.test:%d/" % port, "https://api.test:%d/" % (port + 1),

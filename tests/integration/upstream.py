@@ -7,12 +7,14 @@ reached the upstream. Prints the port it listens on, then serves forever.
 usage: upstream.py --cert CERT --key KEY --log FILE [--plain]
 """
 import argparse
+import base64
 import gzip
 import http.server
 import json
 import socketserver
 import ssl
 import sys
+import urllib.parse
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -37,6 +39,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with open(self.server.log, "a") as f:
             f.write(json.dumps(record) + "\n")
         out = json.dumps(record).encode()
+        if self.path.startswith("/reflect"):
+            # Echo the bearer token back in every form a careless server might.
+            token = self.headers.get("Authorization", "").split(" ", 1)[-1].encode()
+            parts = [b"raw:" + token, b"url:" + urllib.parse.quote(token, safe="").encode()]
+            for k in range(3):
+                parts.append(b"b64:" + base64.b64encode(b"u" * k + b":" + token + b"!"))
+            body = b"\n".join(parts) + b"\n"
+            self.send_response(200)
+            self.send_header("X-Echo", token.decode("latin-1"))
+            self.send_header("Set-Cookie", "t=" + token.decode("latin-1"))
+            self.send_header("Location", "https://elsewhere.test/?t=" + token.decode("latin-1"))
+            if "chunk1" in self.path:
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(len(body)):
+                    self.wfile.write(b"1\r\n%s\r\n" % body[i:i + 1])
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            return
         if self.path.startswith("/gzip"):
             # Compressed whatever the client asked for, as some servers do.
             body = gzip.compress(out)
