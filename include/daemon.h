@@ -15,9 +15,12 @@
 #define DAEMON_SOCKET_NAME "control.sock"
 #define DAEMON_LOCK_NAME   "vproxy.lock"
 
+struct audit;
+
 struct daemon_opts {
 	const struct paths *paths;
 	struct resolve_map *resolve; /* --resolve overrides; borrowed */
+	struct audit *audit;         /* the open audit log; borrowed */
 };
 
 /*

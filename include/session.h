@@ -34,6 +34,7 @@ struct session_params {
 	int listen_fd; /* ownership moves in on success */
 	const char *runtime_dir;
 	const struct resolve_map *resolve;
+	struct audit *audit; /* session start/end and every request */
 };
 
 /*
@@ -88,6 +89,14 @@ SSL_CTX *session_upstream_ctx(const struct session *s, const struct hostspec *ta
 struct evdns_base *session_dns(struct session *s);
 
 void session_count_request(struct session *s);
+
+/*
+ * Write the audit record of one request and add it to the session's
+ * totals. Returns 0, or the audit error: the caller must then refuse (503)
+ * or cut the response, never deliver it as complete.
+ */
+struct audit_request;
+int session_audit_request(struct session *s, const struct audit_request *r);
 
 /* Stop accepting, close every connection, delete the bundle, wipe keys. */
 void session_close(struct session *s);

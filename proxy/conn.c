@@ -17,7 +17,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
+#include "audit.h"
 #include "hostspec.h"
 #include "http.h"
 #include "inject.h"
@@ -90,6 +92,13 @@ struct conn {
 	/* Accounting of the current request, for status and the audit record. */
 	uint64_t bytes_up, bytes_down, scrubbed;
 	int injected;
+	int in_request; /* a request is under way and owes its record */
+	int audited;    /* ... and has it */
+	struct timespec t_start;
+	char a_method[24];
+	char *a_target;    /* request-target as received (query values redacted later) */
+	const char *a_key; /* key injected, or bound and withheld */
+	const char *a_why; /* reason for an allowed request */
 };
 
 static void conn_close(struct conn *c);
@@ -147,6 +156,57 @@ set_state(struct conn *c, enum conn_state st)
 	}
 }
 
+/* ---- audit: one record per request, written before the answer is complete ---- */
+
+static void
+req_begin(struct conn *c, const char *method, size_t mlen, const char *target, size_t tlen)
+{
+	free(c->a_target);
+	c->a_target = strndup(target, tlen);
+	snprintf(c->a_method, sizeof(c->a_method), "%.*s", (int)mlen, method);
+	c->a_key = NULL;
+	c->a_why = NULL;
+	c->injected = 0;
+	c->scrubbed = 0;
+	c->bytes_up = c->bytes_down = 0;
+	c->audited = 0;
+	c->in_request = 1;
+	clock_gettime(CLOCK_MONOTONIC, &c->t_start);
+}
+
+/* Write this request's record (once). Non-zero: it could not be written. */
+static int
+req_audit(struct conn *c, int status, int denied, const char *reason)
+{
+	struct audit_request r;
+	struct timespec now;
+	char host[HOSTSPEC_NAME_MAX + 8] = "";
+
+	if (!c->in_request || c->audited)
+		return 0;
+	c->audited = 1;
+	if (c->target.port != 0)
+		hostspec_format_host(&c->target, host, sizeof(host));
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	memset(&r, 0, sizeof(r));
+	r.key = c->a_key;
+	r.method = c->a_method[0] != '\0' ? c->a_method : "-";
+	r.host = host;
+	r.port = c->target.port;
+	r.target = c->a_target != NULL ? c->a_target : "";
+	r.target_len = c->a_target != NULL ? strlen(c->a_target) : 0;
+	r.status = status;
+	r.bytes_up = c->bytes_up;
+	r.bytes_down = c->bytes_down;
+	r.duration_ms = (uint64_t)((now.tv_sec - c->t_start.tv_sec) * 1000 +
+	                           (now.tv_nsec - c->t_start.tv_nsec) / 1000000);
+	r.denied = denied;
+	r.reason = reason;
+	r.injected = c->injected;
+	r.scrubbed = (unsigned)c->scrubbed;
+	return session_audit_request(c->s, &r);
+}
+
 static void linger_check(evutil_socket_t fd, short what, void *arg);
 
 /*
@@ -190,6 +250,14 @@ respond_error(struct conn *c, int status, const char *text, const char *why)
 {
 	struct evbuffer *out;
 
+	if (!c->in_request)
+		req_begin(c, "", 0, "", 0);
+	/* A refusal is recorded before it is sent; without a record, 503. */
+	if (req_audit(c, status, status != 502 && status != 504, why) != 0 && status == 403) {
+		status = 503;
+		text = "Service Unavailable";
+		why = "the audit log cannot be written";
+	}
 	if (c->cli == NULL || c->resp_started) {
 		conn_close(c);
 		return;
@@ -241,6 +309,10 @@ status_text(int status)
 static void
 conn_close(struct conn *c)
 {
+	if (c->in_request && !c->audited)
+		(void)req_audit(c, c->resp_status, 0,
+		                "connection closed before the response completed");
+	free(c->a_target);
 	if (c->dns != NULL)
 		evdns_getaddrinfo_cancel(c->dns); /* its callback sees the cancel, not us */
 	if (c->linger != NULL)
@@ -466,6 +538,11 @@ upstream_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		c->up_ready = 1;
 		if (c->tunnel) {
+			if (req_audit(c, 200, 0, "opaque tunnel (--allow-host)") != 0) {
+				respond_error(c, 503, "Service Unavailable",
+				              "the audit log cannot be written");
+				return;
+			}
 			evbuffer_add_printf(bufferevent_get_output(c->cli),
 			                    "HTTP/1.1 200 Connection Established\r\n\r\n");
 			set_state(c, C_TUNNEL);
@@ -601,7 +678,17 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 	keys = session_inject_keys(c->s, &nkeys);
 	if (c->tunnel)
 		nkeys = 0;
+	req_begin(c, rq->method, rq->method_len, rq->target, rq->target_len);
 	r = inject_apply(&ir, &dest, keys, nkeys, &c->head, nkeys > 0 ? results : NULL);
+	for (size_t i = 0; r == 0 && i < nkeys; i++) {
+		if (results[i] == INJECT_DONE && !c->injected) {
+			c->injected = 1;
+			c->a_key = keys[i].name;
+		} else if (results[i] == INJECT_NEED_TLS && c->a_key == NULL) {
+			c->a_key = keys[i].name;
+			c->a_why = "key withheld: plain HTTP without --allow-http";
+		}
+	}
 	/* rq points into the input buffer: read what is needed before draining it. */
 	c->req_is_head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
 	evbuffer_drain(in, consumed);
@@ -698,6 +785,7 @@ parse_request(struct conn *c)
 			free(rq);
 			return;
 		}
+		req_begin(c, rq->method, rq->method_len, rq->target, rq->target_len);
 		/* Decided on the name alone: nothing unbound is ever resolved. */
 		if (session_tunnel_allowed(c->s, &c->target) && !c->plain) {
 			c->tunnel = 1;
@@ -716,6 +804,8 @@ parse_request(struct conn *c)
 		if (!c->plain) {
 			evbuffer_drain(in, (size_t)n);
 			free(rq);
+			if (!c->tunnel)
+				c->in_request = 0; /* each request inside gets its own record */
 			if (c->tunnel) {
 				bufferevent_disable(c->cli, EV_READ);
 				session_count_request(c->s);
@@ -841,6 +931,7 @@ relay_chunked(struct conn *c, struct http_chunked *ch, struct bufferevent *src,
 static void
 response_done(struct conn *c)
 {
+	c->in_request = 0;
 	if (!c->req_done || !c->client_keep_alive) {
 		/* Answered before the body was sent, or the client said close. */
 		set_state(c, C_CLOSING);
@@ -953,6 +1044,14 @@ scrub_chunked(struct conn *c)
 	return http_chunked_done(&c->resp_chunk) ? 1 : 0;
 }
 
+static const char *
+allowed_reason(const struct conn *c)
+{
+	if (c->a_why != NULL)
+		return c->a_why;
+	return c->injected ? "key injected" : "no key for this request";
+}
+
 /* The body is complete: release the scrubber's tail and end the framing. */
 static int
 finish_body(struct conn *c)
@@ -963,6 +1062,9 @@ finish_body(struct conn *c)
 	c->scrubbed += scrub_stream_total(c->scrub);
 	scrub_stream_free(c->scrub);
 	c->scrub = NULL;
+	/* No record, no clean end: the client sees a cut response, not a whole one. */
+	if (req_audit(c, c->resp_status, 0, allowed_reason(c)) != 0)
+		return -1;
 	if (c->chunked_out)
 		evbuffer_add(bufferevent_get_output(c->cli), "0\r\n\r\n", 5);
 	return 0;
@@ -1097,8 +1199,15 @@ pump_response(struct conn *c)
 					return;
 				}
 			}
-			/* 1xx heads are relayed as they are (scrubbed); the final answer follows.
-			 */
+			if (c->resp_started && !body &&
+			    req_audit(c, c->resp_status, 0, allowed_reason(c)) != 0) {
+				free(rs);
+				c->resp_started = 0;
+				respond_error(c, 503, "Service Unavailable",
+				              "the audit log cannot be written");
+				return;
+			}
+			/* 1xx heads are relayed (scrubbed); the final answer follows. */
 			if (forward_head(c, rs, buf, (size_t)n, rs->status >= 200 && body) != 0) {
 				free(rs);
 				conn_close(c);

@@ -256,6 +256,7 @@ op_open(struct client *c, const struct ctl_msg *m)
 	sp.listen_fd = c->passed_fd;
 	sp.runtime_dir = d->o->paths->runtime;
 	sp.resolve = d->o->resolve;
+	sp.audit = d->o->audit;
 	if ((r = session_open(d->base, &sp, &c->session)) != 0) {
 		reply_error(c, r, "cannot open the session: %s", verr_strerror(r));
 		return;
@@ -534,6 +535,8 @@ daemon_run(struct vault *v, const struct daemon_opts *o, int lockfd, int ctlfd, 
 	int r = VERR_NOMEM;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* A file size limit must fail the audit write (-> 503), not kill us. */
+	signal(SIGXFSZ, SIG_IGN);
 	if ((d = calloc(1, sizeof(*d))) == NULL)
 		goto out;
 	d->vault = v;

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "ctlproto.h"
 #include "daemon.h"
 #include "passphrase.h"
@@ -195,7 +196,7 @@ cmd_stop(const struct paths *p)
 static int
 cmd_start(const struct paths *p, int foreground, struct resolve_map *rm)
 {
-	struct daemon_opts o = {p, rm};
+	struct daemon_opts o = {p, rm, NULL};
 	struct secbuf *pass = NULL;
 	struct vault *v = NULL;
 	int r, lockfd = -1, ctlfd = -1, ready[2] = {-1, -1}, fd;
@@ -214,7 +215,13 @@ cmd_start(const struct paths *p, int foreground, struct resolve_map *rm)
 	secbuf_free(pass);
 	if (r != 0)
 		return fail(r, r == VERR_SYSTEM || r == VERR_INSECURE_PATH ? p->db : "vault");
+	/* No audit log, no service: every request must leave a record. */
+	if ((r = audit_open(p->audit, vault_audit_key(v), &o.audit)) != 0) {
+		vault_close(v);
+		return fail(r, p->audit);
+	}
 	if ((r = daemon_prepare(p, &lockfd, &ctlfd)) != 0) {
+		audit_close(o.audit);
 		vault_close(v);
 		if (r == VERR_DAEMON_RUNNING) {
 			fprintf(stderr, "vproxy: already running (see `vproxy status`)\n");
@@ -225,6 +232,7 @@ cmd_start(const struct paths *p, int foreground, struct resolve_map *rm)
 	if (foreground) {
 		fprintf(stderr, "vproxy: ready\n");
 		r = daemon_run(v, &o, lockfd, ctlfd, -1);
+		audit_close(o.audit);
 		return r == 0 ? EXIT_SUCCESS : fail(r, "event loop");
 	}
 	if (pipe2(ready, O_CLOEXEC) != 0 || (pid = fork()) < 0) {
@@ -244,6 +252,7 @@ cmd_start(const struct paths *p, int foreground, struct resolve_map *rm)
 		                                                      : EXIT_FAILURE);
 	}
 	close(ready[1]);
+	audit_close(o.audit);
 	vault_close(v);
 	close(lockfd);
 	close(ctlfd);

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "conn.h"
 #include "inject.h"
 #include "scrub.h"
@@ -46,7 +48,10 @@ struct session {
 	const struct resolve_map *resolve;
 	struct conn_list conns;
 	struct evdns_base *dns;
-	uint64_t requests;
+	struct audit *audit;
+	int started; /* the session_start record is written */
+	struct timespec t0;
+	uint64_t requests, denied, bytes_up, bytes_down;
 };
 
 static int
@@ -157,6 +162,72 @@ on_accept_error(struct evconnlistener *l, void *arg)
 	evtimer_add(s->retry_ev, &tv);
 }
 
+static int
+audit_start(struct session *s, const struct session_params *p)
+{
+	const char *names[16];
+	char allow[SESSION_MAX_ALLOW][HOSTSPEC_NAME_MAX + 16];
+	const char *allowp[SESSION_MAX_ALLOW];
+	struct audit_session_start st;
+	int r;
+
+	if (s->audit == NULL)
+		return VERR_OK;
+	memset(&st, 0, sizeof(st));
+	for (size_t i = 0; i < s->nkeys && i < 16; i++)
+		names[i] = s->keys[i]->name;
+	for (size_t i = 0; i < s->nallow; i++) {
+		hostspec_format(&s->allow[i], allow[i], sizeof(allow[i]));
+		allowp[i] = allow[i];
+	}
+	st.pid = s->pid;
+	st.uid = s->uid;
+	st.command = s->command;
+	st.cwd = s->cwd;
+	st.keys = names;
+	st.nkeys = s->nkeys < 16 ? s->nkeys : 16;
+	st.profile = s->profile[0] != '\0' ? s->profile : NULL;
+	st.allow_hosts = allowp;
+	st.nallow_hosts = s->nallow;
+	(void)p;
+	if ((r = audit_log_session_start(s->audit, s->id, &st)) == 0)
+		s->started = 1;
+	return r;
+}
+
+static void
+audit_end(struct session *s)
+{
+	struct audit_session_end e;
+	struct timespec now;
+
+	if (s->audit == NULL || !s->started)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	memset(&e, 0, sizeof(e));
+	e.exited = s->has_exit;
+	e.exit_status = (int)s->exit_status;
+	e.requests = s->requests;
+	e.denied = s->denied;
+	e.bytes_up = s->bytes_up;
+	e.bytes_down = s->bytes_down;
+	e.duration_ms = (uint64_t)((now.tv_sec - s->t0.tv_sec) * 1000 +
+	                           (now.tv_nsec - s->t0.tv_nsec) / 1000000);
+	/* Nothing to refuse any more; a failure shows as a missing end in the log. */
+	(void)audit_log_session_end(s->audit, s->id, &e);
+}
+
+int
+session_audit_request(struct session *s, const struct audit_request *r)
+{
+	s->denied += r->denied ? 1 : 0;
+	s->bytes_up += r->bytes_up;
+	s->bytes_down += r->bytes_down;
+	if (s->audit == NULL)
+		return VERR_OK;
+	return audit_log_request(s->audit, s->id, r);
+}
+
 int
 session_open(struct event_base *base, const struct session_params *p, struct session **out)
 {
@@ -176,6 +247,8 @@ session_open(struct event_base *base, const struct session_params *p, struct ses
 	s->base = base;
 	s->pid = p->pid;
 	s->uid = p->uid;
+	s->audit = p->audit;
+	clock_gettime(CLOCK_MONOTONIC, &s->t0);
 	s->resolve = p->resolve;
 	randombytes_buf(idb, sizeof(idb));
 	sodium_bin2hex(s->id, sizeof(s->id), idb, sizeof(idb));
@@ -212,6 +285,9 @@ session_open(struct event_base *base, const struct session_params *p, struct ses
 			hosts[nhosts++] = s->keys[i]->hosts[j];
 	if ((r = sessca_new(hosts, nhosts, &s->ca)) != 0 ||
 	    (r = sessca_write_bundle(s->ca, p->runtime_dir, NULL, &s->bundle)) != 0)
+		goto fail;
+	/* Fail closed: a session whose start cannot be recorded does not start. */
+	if ((r = audit_start(s, p)) != 0)
 		goto fail;
 	if ((s->retry_ev = evtimer_new(base, retry_accept, s)) == NULL) {
 		r = VERR_NOMEM;
@@ -388,7 +464,8 @@ session_close(struct session *s)
 		evconnlistener_free(s->listener);
 	if (s->retry_ev != NULL)
 		event_free(s->retry_ev);
-	conn_close_all(&s->conns);
+	conn_close_all(&s->conns); /* their records first, then the session's end */
+	audit_end(s);
 	if (s->bundle != NULL) {
 		sessca_remove_bundle(s->bundle);
 		free(s->bundle);

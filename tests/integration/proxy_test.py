@@ -383,7 +383,64 @@ def main():
             up2.kill()
             up2.wait()
 
+        # The audit log: every request recorded, chain intact, no secret in it.
         run([VPROXY, "stop"], env)
+        r = run([VAULT, "audit", "verify"], env, check_rc=False)
+        check(r.returncode == 0 and b"intact" in r.stdout + r.stderr, "vault audit verify: intact")
+        with open(tmp + "/home/audit.log", "rb") as f:
+            raw_log = f.read()
+        recs = [json.loads(line) for line in raw_log.splitlines()]
+        types = set(r["type"] for r in recs)
+        check({"session_start", "request", "session_end"} <= types, "start, request and end records")
+        denied = [r for r in recs if r["type"] == "request" and r["decision"] == "denied"]
+        check(any(r["host"] == "unbound.test" and r["status"] == 403 for r in denied),
+              "the 403 for an unbound host is recorded as denied")
+        check(any(r["status"] == 400 for r in denied), "malformed requests are recorded")
+        allowed = [r for r in recs if r["type"] == "request" and r["decision"] == "allowed"]
+        check(any(r["injected"] and r["key"] == "deploy-key" and r["host"] == "api.test"
+                  for r in allowed), "injected requests are recorded with their key")
+        check(any(r.get("scrubbed", 0) > 0 for r in allowed), "scrubbing is recorded")
+        check(any(r["path"].startswith("/hello?key=") and "vrunph" not in r["path"]
+                  for r in allowed), "query values are left out of the record")
+        for sec in (secret_bearer, secret_ph, secret_noca, "late-secret-value",
+                    "plain-allowed-secret"):
+            check(sec.encode() not in raw_log and
+                  base64.b64encode(sec.encode())[4:-4] not in raw_log,
+                  "no secret in the audit log (%s...)" % sec[:6])
+
+        # Fail closed: when a record cannot be written, nothing is answered as if it were.
+        # strace makes every write to audit.log after the first (the session start) fail.
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-o", "/dev/null", "-P", tmp + "/home/audit.log", "-e",
+             "trace=write", "-e", "inject=write:error=ENOSPC:when=2+", VPROXY, "start",
+             "--foreground", "--resolve", "api.test:%d:127.0.0.1" % port], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(100):
+            if os.path.exists(vrunctl.socket_path(runtime)):
+                break
+            time.sleep(0.1)
+        s6 = vrunctl.Session(runtime, ["deploy"])
+        r = subprocess.run(["curl", "-sS", "--max-time", "15", "-o", "/dev/null", "-w",
+                            "%{http_connect}", "--proxy", "http://127.0.0.1:%d" % s6.port,
+                            "--cacert", s6.ca_path, "https://unbound.test:%d/" % port],
+                           capture_output=True, timeout=60)
+        check(r.stdout == b"503", "a refusal that cannot be recorded is a 503 (%r)" % r.stdout)
+        n0 = len(upstream_records(log))
+        r = subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
+                            "http://127.0.0.1:%d" % s6.port, "--cacert", s6.ca_path,
+                            "https://%s/after-full" % hp], capture_output=True, timeout=60)
+        check(r.returncode != 0, "an unrecorded request is not delivered as complete (rc %d)"
+              % r.returncode)
+        s6.sock.close()
+        run([VPROXY, "stop"], env)
+        tracer.wait(timeout=30)
+        try:
+            vrunctl.Session(runtime, ["deploy"])
+            check(False, "vproxy is stopped")
+        except OSError:
+            pass
+
+        run([VPROXY, "stop"], env, check_rc=False)
         r = run([VPROXY, "status"], env, check_rc=False)
         check(r.returncode == 3, "status after stop: exit 3")
         check(not os.path.exists(vrunctl.socket_path(runtime)), "control socket removed")
