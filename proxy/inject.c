@@ -546,6 +546,19 @@ put_field(struct emit *e, const struct http_header *h)
 	put(e, "\r\n", 2);
 }
 
+static int
+framing_field(const struct http_header *h)
+{
+	static const char *const names[] = {"host",       "content-length", "transfer-encoding",
+	                                    "connection", "upgrade",        "te",
+	                                    "trailer",    "expect",         NULL};
+
+	for (size_t i = 0; names[i] != NULL; i++)
+		if (ieq(h->name, h->name_len, names[i], strlen(names[i])))
+			return 1;
+	return 0;
+}
+
 static void
 build(struct emit *e, struct ctx *c)
 {
@@ -568,7 +581,12 @@ build(struct emit *e, struct ctx *c)
 			continue;
 		put(e, h->name, h->name_len);
 		put(e, ":", 1);
-		if (h->value_len > 0) {
+		if (h->value_len > 0 && framing_field(h)) {
+			/* Routing and framing fields are never rewritten: a secret there
+			 * could change where the request goes or how it is read. */
+			put(e, " ", 1);
+			put(e, h->value, h->value_len);
+		} else if (h->value_len > 0) {
 			put(e, " ", 1);
 			if (c->nph == 0 ||
 			    !ieq(h->name, h->name_len, authorization, sizeof(authorization) - 1) ||

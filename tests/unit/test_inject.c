@@ -573,6 +573,30 @@ test_placeholder_target(void **state)
 	tkey_free(&t);
 }
 
+/* Routing and framing fields keep the placeholder: a secret there could reroute or reframe. */
+static void
+test_placeholder_not_in_framing_fields(void **state)
+{
+	struct tkey t;
+	struct req r;
+	struct secbuf *out;
+
+	(void)state;
+	tkey_init(&t, "api.example.com", "placeholder", fixed_secret("s3cret value"));
+	req_init(&r, "GET", "/");
+	hdrf(&r, "Host: api.example.com%s", t.ph);
+	hdrf(&r, "Connection: %s", t.ph);
+	hdrf(&r, "Upgrade: %s", t.ph);
+	hdrf(&r, "Expect: %s", t.ph);
+	hdrf(&r, "X-Token: %s", t.ph);
+	assert_int_equal(run1(&r, "api.example.com:443", 1, &t, &out, NULL), 0);
+	CHECK(out,
+	      "GET / HTTP/1.1\r\nHost: api.example.com%s\r\nConnection: %s\r\nUpgrade: %s\r\n"
+	      "Expect: %s\r\nX-Token: s3cret value\r\n\r\n",
+	      t.ph, t.ph, t.ph, t.ph);
+	tkey_free(&t);
+}
+
 static void
 test_placeholder_headers(void **state)
 {
@@ -1332,6 +1356,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_make_placeholder),
+	        cmocka_unit_test(test_placeholder_not_in_framing_fields),
 	        cmocka_unit_test(test_bearer),
 	        cmocka_unit_test(test_bearer_replaces_authorization),
 	        cmocka_unit_test(test_basic_mode),
