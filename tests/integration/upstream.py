@@ -103,12 +103,19 @@ def main():
     ap.add_argument("--key")
     ap.add_argument("--log", required=True)
     ap.add_argument("--plain", action="store_true")
-    ap.add_argument("--tls-max", default=None)
+    ap.add_argument("--tls1-only", action="store_true",
+                    help="speak nothing newer than TLS 1.0 (a legacy server)")
     a = ap.parse_args()
     srv = Server(("127.0.0.1", 0), Handler)
     srv.log = a.log
     if not a.plain:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        if a.tls1_only:
+            import warnings
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1
+            ctx.maximum_version = ssl.TLSVersion.TLSv1
+            ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
         ctx.load_cert_chain(a.cert, a.key)
         srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     print(srv.server_address[1], flush=True)
