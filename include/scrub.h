@@ -28,9 +28,11 @@
  *     (json.dumps, Go's \u0026 for '&', PHP's \/) are all one pattern.
  *     Replaced by the placeholder. A "%" followed by two hex digits, or a
  *     "\" followed by an escape letter, is read as an escape when that
- *     escape gives the secret byte expected there, else as itself; the one
- *     mix this misreads is a secret holding "%25", "\\" or "\u005c" spelled
- *     raw next to other escaped bytes (fully raw is still form 1).
+ *     escape gives the secret byte expected there, else as itself. Deciding
+ *     each spelling on the spot keeps the scan linear; it misreads only a
+ *     secret holding "%25", "\\" or "\u005c" spelled raw next to other
+ *     escaped bytes (fully raw is still form 1), and the character U+00C3
+ *     escaped as "\u00c3" in a UTF-8 secret (read as the Latin-1 byte).
  *
  *  3. base64, standard or URL-safe alphabet (or a mix of them), at each of
  *     the three byte alignments the secret can have inside a longer base64
@@ -40,11 +42,12 @@
  *     is found it is replaced by as many 'A's (all bits zero), and the
  *     partial character on each side of it (two or four bits of S next to
  *     bits of the neighbouring bytes), when it is a base64 character, has
- *     exactly its secret bits cleared and keeps the neighbour's. Length and
- *     alphabet are unchanged, so the string stays valid base64 and decodes
- *     to the same bytes with the secret's bytes turned to NUL: no secret
- *     bit is left, no neighbouring byte is damaged, and a reader sees where
- *     the secret was. (The placeholder cannot go there: its base64 has a
+ *     exactly its secret bits cleared and keeps the neighbour's (both
+ *     secrets' bits when two occurrences touch and it is the edge of
+ *     each). Length and alphabet are unchanged, so the string stays valid
+ *     base64 and decodes to the same bytes with the secret's bytes turned
+ *     to NUL: no secret bit is left, no neighbouring byte is damaged, and a
+ *     reader sees where the secret was. (The placeholder cannot go there: its base64 has a
  *     different length, and re-encoding a whole token needs its boundaries,
  *     which a streaming scan does not know.) Cores shorter than
  *     SCRUB_B64_CORE_MIN characters are not looked for: too many innocent
@@ -68,6 +71,12 @@
  * and at a position the longest (ties: the key given first); scanning
  * resumes after a match, so replacements are never scanned again. Output
  * depends only on the whole input, never on how it is split into feeds.
+ *
+ * Cost: each pair of input bytes is looked up in a 64 Kbit table of the
+ * pairs a match can begin with; patterns are tried only there, from
+ * buckets chosen by the first byte (or the byte an escape stands for).
+ * Data that often looks like the start of a secret costs up to maxlen
+ * comparisons a byte; only an upstream that knows the secret can aim that.
  *
  * Secret material (copies of the secrets, their base64 cores, the tables
  * derived from them) lives in sodium memory, and so does a stream's
@@ -115,7 +124,13 @@ int scrub_set_new(const struct inject_key *keys, size_t nkeys, struct scrub_set 
 /* Wipe and release; NULL is fine. Free every stream on the set first. */
 void scrub_set_free(struct scrub_set *set);
 
-/* Longest input a match can span, edges included: what a stream holds back. */
+/*
+ * The longest input one match can take from where it starts: 6 bytes per
+ * byte of the longest secret ("\u00XX" each), or a base64 core and its
+ * trailing edge if longer; 0 for a set without keys. A stream holds back at
+ * most this many bytes: maxlen - 1 a match starting there might still
+ * need, and the byte before them, which a base64 match may have to mask.
+ */
 size_t scrub_set_maxlen(const struct scrub_set *set);
 
 size_t scrub_set_nkeys(const struct scrub_set *set);

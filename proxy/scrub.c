@@ -62,7 +62,8 @@ struct scrub_stream {
 	struct secbuf *w; /* input; w->data[start..len) not passed on yet */
 	size_t start;
 	size_t len;
-	size_t pos; /* bytes from start scanned, unmatched, unsent: 0 or 1 */
+	size_t pos;    /* bytes from start scanned and not sent: 0 or 1 */
+	uint8_t rkeep; /* when pos is 1: struct scan's rkeep for that byte */
 	int broken;
 	uint64_t total;
 	uint64_t *counts; /* nkeys, in the same block */
@@ -227,7 +228,8 @@ try_dec(const uint8_t *s, size_t L, const uint8_t *p, size_t avail)
 				j += 2;
 				continue;
 			}
-			if (p[j + 1] == 'u' && (n = json_u(s + i, L - i, p + j, avail - j, &used)) > 0) {
+			if (p[j + 1] == 'u' &&
+			    (n = json_u(s + i, L - i, p + j, avail - j, &used)) > 0) {
 				i += used;
 				j += n;
 				continue;
@@ -290,8 +292,8 @@ consider(const struct scrub_set *set, size_t pi, const uint8_t *p, size_t avail,
 }
 
 static void
-consider_dec(const struct scrub_set *set, unsigned v, const uint8_t *p, size_t avail,
-             size_t *best, size_t *blen)
+consider_dec(const struct scrub_set *set, unsigned v, const uint8_t *p, size_t avail, size_t *best,
+             size_t *blen)
 {
 	for (uint32_t k = set->dec_off[v]; k < set->dec_off[v + 1]; k++)
 		consider(set, set->dec[k], p, avail, best, blen);
@@ -559,7 +561,8 @@ add_key(struct scrub_set *set, struct secbuf *z, size_t key, const struct inject
 		add_pat(set, K_RAW, key, off, s->len, NO_EDGE, NO_EDGE);
 	add_pat(set, K_DEC, key, off, s->len, NO_EDGE, NO_EDGE);
 	for (unsigned a = 0; a < 3; a++) {
-		size_t coff = set->mem->len, clen = b64_core(set, z, s->data, s->len, a, &head, &tail);
+		size_t coff = set->mem->len,
+		       clen = b64_core(set, z, s->data, s->len, a, &head, &tail);
 
 		if (clen > 0)
 			add_pat(set, K_B64, key, coff, clen, head, tail);
@@ -663,6 +666,13 @@ struct scan {
 	const uint8_t *buf;
 	size_t n; /* bytes at buf: the end of the input, or at least maxlen past limit */
 	size_t r; /* first byte not yet passed on */
+	/*
+	 * NO_EDGE, or buf[r] is the trailing edge of a base64 match, to be
+	 * sent with only these bits kept. It is held rather than sent at once
+	 * because a second match may start right after it, and then its
+	 * kept bits are that match's secret bits: both masks apply.
+	 */
+	uint8_t rkeep;
 	uint64_t *counts;
 	uint64_t total;
 	scrub_out_fn out;
@@ -675,35 +685,61 @@ emit(struct scan *sc, const void *p, size_t len)
 	return len == 0 ? 0 : sc->out(sc->arg, p, len);
 }
 
+static int
+emit_masked(struct scan *sc, uint8_t c, uint8_t keep)
+{
+	/* Masked values stay below 62: the same char in both alphabets. */
+	char e = b64_std[(sc->set->b64[c] - 1) & keep];
+
+	return emit(sc, &e, 1);
+}
+
+/* Pass on buf[r..end) unchanged but for a held edge; r becomes end. */
+static int
+flush_run(struct scan *sc, size_t end)
+{
+	int r;
+
+	if (sc->r < end && sc->rkeep != NO_EDGE) {
+		if ((r = emit_masked(sc, sc->buf[sc->r], sc->rkeep)) != 0)
+			return r;
+		sc->r++;
+		sc->rkeep = NO_EDGE;
+	}
+	r = emit(sc, sc->buf + sc->r, end - sc->r);
+	sc->r = end;
+	return r;
+}
+
 /* Pass on the pattern pi's replacement for the m bytes at i. */
 static int
 replace(struct scan *sc, size_t pi, size_t i, size_t m)
 {
-	static const char fill[] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+	static const char fill[] =
+	        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 	const struct scrub_set *set = sc->set;
 	const struct pat *pt = &set->pat[pi];
-	const uint8_t *buf = sc->buf;
-	char edge;
+	uint8_t keep;
 	int r;
 
 	if (pt->kind != K_B64) {
-		if ((r = emit(sc, buf + sc->r, i - sc->r)) != 0)
+		if ((r = flush_run(sc, i)) != 0)
 			return r;
+		sc->r = i + m;
 		return emit(sc, set->ph + (size_t)pt->key * (INJECT_PLACEHOLDER_MAX + 1),
 		            set->phlen[pt->key]);
 	}
-	/*
-	 * The char before the core, if unsent input and base64, keeps only
-	 * the neighbour's bits. Masked values stay below 62, so the char is
-	 * the same in both alphabets.
-	 */
-	if (pt->head != NO_EDGE && sc->r < i && set->b64[buf[i - 1]] != 0) {
-		if ((r = emit(sc, buf + sc->r, i - 1 - sc->r)) != 0)
+	/* The char before the core, if unsent input and base64, keeps only the neighbour's bits. */
+	if (pt->head != NO_EDGE && sc->r < i && set->b64[sc->buf[i - 1]] != 0) {
+		keep = pt->head;
+		if (sc->r == i - 1 && sc->rkeep != NO_EDGE)
+			keep &= sc->rkeep;
+		if ((r = flush_run(sc, i - 1)) != 0)
 			return r;
-		edge = b64_std[(set->b64[buf[i - 1]] - 1) & pt->head];
-		if ((r = emit(sc, &edge, 1)) != 0)
+		if ((r = emit_masked(sc, sc->buf[i - 1], keep)) != 0)
 			return r;
-	} else if ((r = emit(sc, buf + sc->r, i - sc->r)) != 0) {
+		sc->rkeep = NO_EDGE;
+	} else if ((r = flush_run(sc, i)) != 0) {
 		return r;
 	}
 	for (size_t left = pt->len; left > 0;) {
@@ -713,11 +749,9 @@ replace(struct scan *sc, size_t pi, size_t i, size_t m)
 			return r;
 		left -= k;
 	}
-	if (m > pt->len) {
-		edge = b64_std[(set->b64[buf[i + pt->len]] - 1) & pt->tail];
-		if ((r = emit(sc, &edge, 1)) != 0)
-			return r;
-	}
+	sc->r = i + pt->len;
+	if (m > pt->len)
+		sc->rkeep = pt->tail; /* the trailing edge, held: see struct scan */
 	return VERR_OK;
 }
 
@@ -765,15 +799,14 @@ scan_run(struct scan *sc, size_t from, size_t limit, size_t *next)
 			sc->counts[set->pat[pi].key]++;
 		sc->total++;
 		i += m;
-		sc->r = i;
 	}
 	*next = i;
 	return VERR_OK;
 }
 
 int
-scrub_buffer(const struct scrub_set *set, const void *in, size_t len, scrub_out_fn out,
-             void *arg, uint64_t *counts)
+scrub_buffer(const struct scrub_set *set, const void *in, size_t len, scrub_out_fn out, void *arg,
+             uint64_t *counts)
 {
 	struct scan sc;
 	size_t next;
@@ -794,9 +827,10 @@ scrub_buffer(const struct scrub_set *set, const void *in, size_t len, scrub_out_
 	sc.out = out;
 	sc.arg = arg;
 	sc.counts = counts;
+	sc.rkeep = NO_EDGE;
 	if ((r = scan_run(&sc, 0, len, &next)) != 0)
 		return r;
-	return emit(&sc, sc.buf + sc.r, len - sc.r);
+	return flush_run(&sc, len);
 }
 
 struct dup {
@@ -899,9 +933,10 @@ stream_break(struct scrub_stream *st)
 
 /*
  * Scan what the buffer holds. Not final: decide every position that has
- * maxlen bytes after it, then keep the rest plus the last unmatched byte
- * before it (a base64 match starting next may need to mask it). The amount
- * kept is thus fixed (see scrub.h for why). Final: decide and send all.
+ * maxlen bytes after it, then keep the rest plus the byte before it if
+ * still unsent (a base64 match starting next may need to mask it). The
+ * amount kept is thus fixed (see scrub.h for why). Final: decide and send
+ * all.
  */
 static int
 advance(struct scrub_stream *st, int final, scrub_out_fn out, void *arg)
@@ -925,20 +960,22 @@ advance(struct scrub_stream *st, int final, scrub_out_fn out, void *arg)
 	sc.out = out;
 	sc.arg = arg;
 	sc.counts = st->counts;
+	sc.rkeep = st->pos == 1 ? st->rkeep : NO_EDGE;
 	if (n > 0 && (r = scan_run(&sc, st->pos, limit, &next)) != 0)
 		return r;
 	st->total += sc.total;
 	if (final) {
-		r = emit(&sc, w + sc.r, n - sc.r);
+		r = flush_run(&sc, n);
 		secbuf_clear(st->w);
 		st->start = st->len = st->pos = 0;
 		return r;
 	}
 	keep = sc.r < next ? next - 1 : next;
-	if ((r = emit(&sc, w + sc.r, keep - sc.r)) != 0)
+	if ((r = flush_run(&sc, keep)) != 0)
 		return r;
 	st->start += keep;
 	st->pos = next - keep;
+	st->rkeep = st->pos == 1 ? sc.rkeep : NO_EDGE;
 	return VERR_OK;
 }
 
@@ -960,8 +997,7 @@ compact(struct scrub_stream *st)
 }
 
 int
-scrub_stream_feed(struct scrub_stream *st, const void *in, size_t len, scrub_out_fn out,
-                  void *arg)
+scrub_stream_feed(struct scrub_stream *st, const void *in, size_t len, scrub_out_fn out, void *arg)
 {
 	const uint8_t *p = in;
 	int r;

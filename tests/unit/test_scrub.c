@@ -140,7 +140,8 @@ secret_byte(void)
 				return c;
 		}
 	default: {
-		static const char an[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+		static const char an[] =
+		        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 		return (uint8_t)an[rnd_below(sizeof(an) - 1)];
 	}
@@ -241,7 +242,8 @@ static void
 put_hex(struct bytes *b, uint8_t c, int mode) /* 0 upper, 1 lower, 2 random */
 {
 	static const char U[] = "0123456789ABCDEF", L[] = "0123456789abcdef";
-	int lo1 = mode == 1 || (mode == 2 && rnd_below(2)), lo2 = mode == 1 || (mode == 2 && rnd_below(2));
+	int lo1 = mode == 1 || (mode == 2 && rnd_below(2)),
+	    lo2 = mode == 1 || (mode == 2 && rnd_below(2));
 
 	b_putc(b, (uint8_t)(lo1 ? L : U)[c >> 4]);
 	b_putc(b, (uint8_t)(lo2 ? L : U)[c & 15]);
@@ -462,7 +464,8 @@ assert_clean(const struct tkey *t, size_t n, const struct bytes *out)
 				continue; /* random: other draws would not be the ones used */
 			encode(&e, s, L, (enum form)f);
 			if (find(out->p, out->len, e.p, e.len) != NULL)
-				fail_msg("key %zu (%zu bytes): form %d left in the output", i, L, f);
+				fail_msg("key %zu (%zu bytes): form %d left in the output", i, L,
+				         f);
 			b_free(&e);
 		}
 		for (unsigned k = 0; k < 3; k++)
@@ -564,8 +567,13 @@ static void
 test_json_bad_surrogates(void **state)
 {
 	static const char *const inputs[] = {
-	        "\\ude00\\ud83d-key", "\\ud83d-key", "\\ud83d\\u0041-key", "\\ud83d\\ud83d-key",
-	        "\\ud83d\\ude0", "\\ud83", "\\u",
+	        "\\ude00\\ud83d-key",
+	        "\\ud83d-key",
+	        "\\ud83d\\u0041-key",
+	        "\\ud83d\\ud83d-key",
+	        "\\ud83d\\ude0",
+	        "\\ud83",
+	        "\\u",
 	};
 	struct tkey t;
 	struct scrub_set *set;
@@ -592,10 +600,13 @@ test_json_bad_surrogates(void **state)
  * it decodes to P + L NUL bytes + Q exactly (no secret bit left, the
  * neighbours' bits intact), and has the same length.
  */
-/* base64 of plen bytes (or "user:" for 5) + S + qlen bytes, between "<<" and ">>". */
+/*
+ * base64 of plen bytes (or "user:" for 5) + S (times times) + qlen bytes,
+ * between "<<" and ">>".
+ */
 static void
 check_b64(const struct scrub_set *set, const struct secbuf *s, unsigned plen, unsigned qlen,
-          int url, int splits)
+          int url, int splits, int times)
 {
 	struct bytes pl = {0}, in = {0}, got = {0}, dec = {0}, want = {0};
 	size_t dlen;
@@ -607,9 +618,11 @@ check_b64(const struct scrub_set *set, const struct secbuf *s, unsigned plen, un
 	for (unsigned i = (unsigned)pl.len; i < plen; i++)
 		b_putc(&pl, (uint8_t)rnd());
 	b_put(&want, pl.p, pl.len);
-	b_put(&pl, s->data, s->len);
-	for (size_t i = 0; i < s->len; i++)
-		b_putc(&want, 0);
+	for (int n = 0; n < times; n++) {
+		b_put(&pl, s->data, s->len);
+		for (size_t i = 0; i < s->len; i++)
+			b_putc(&want, 0);
+	}
 	for (unsigned i = 0; i < qlen; i++) {
 		uint8_t c = (uint8_t)rnd();
 
@@ -620,7 +633,7 @@ check_b64(const struct scrub_set *set, const struct secbuf *s, unsigned plen, un
 	b64(&in, pl.p, pl.len, url);
 	b_puts(&in, ">>");
 	oneshot(set, &in, &got, &count);
-	assert_int_equal(count, 1);
+	assert_int_equal(count, (uint64_t)times);
 	assert_int_equal(got.len, in.len);
 	assert_memory_equal(got.p, "<<", 2);
 	assert_memory_equal(got.p + got.len - 2, ">>", 2);
@@ -649,7 +662,11 @@ b64_all(struct tkey *t)
 	for (unsigned plen = 0; plen < 9; plen++)
 		for (unsigned qlen = 0; qlen < 4; qlen++)
 			for (int url = 0; url < 2; url++)
-				check_b64(set, t->secret, plen, qlen, url, plen == 4 && qlen == 2);
+				check_b64(set, t->secret, plen, qlen, url, plen == 4 && qlen == 2,
+				          1);
+	/* Back to back: the first one's trailing edge is the second one's leading edge. */
+	for (unsigned plen = 0; plen < 3; plen++)
+		check_b64(set, t->secret, plen, 1, 0, plen == 1, 2);
 	scrub_set_free(set);
 	tkey_free(t);
 }
@@ -711,14 +728,32 @@ test_short_secrets(void **state)
 }
 
 /*
- * Secrets holding what reads as an escape of the very byte it starts with
- * ("%25", "\\", "\u005c"): found raw (their own pattern) and encoded.
+ * Fixed secrets at the edges of each spelling: starting or ending with a
+ * space, '+', '%', '\\' or a control byte, and secrets holding what reads
+ * as an escape of the very byte it starts with ("%25", "\\\\", "\\u005c"),
+ * found raw (their own pattern) and encoded.
  */
 static void
-test_escape_lookalikes(void **state)
+test_fixed_secrets(void **state)
 {
-	static const char *const secrets[] = {"ab%25cd-%41", "x\\\\y\\n", "q\\u005cw\\u005Cz",
-	                                      "%25", "\\\\"};
+	static const char *const secrets[] = {"ab%25cd-%41",
+	                                      "x\\\\y\\n",
+	                                      "q\\u005cw\\u005Cz",
+	                                      "%25",
+	                                      "\\\\",
+	                                      " lead space",
+	                                      "trail space ",
+	                                      "+plus+first",
+	                                      "a b+c d",
+	                                      "%",
+	                                      "\\",
+	                                      " ",
+	                                      "+",
+	                                      "\tx\x7f\x01\x1f",
+	                                      "\"quoted\"/path",
+	                                      "\xe9t\xe9",
+	                                      "&<>&",
+	                                      "\\u0041"};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++) {
@@ -843,16 +878,21 @@ test_untouched(void **state)
 	size_t L;
 
 	(void)state;
-	tkey_init(&t[0], rand_secret(30, NULL));
-	tkey_init(&t[1], rand_secret(30, NULL));
+	tkey_init(&t[0], rand_secret(30, "<>"));
+	tkey_init(&t[1], rand_secret(30, "<>"));
 	set = make_set(t, 2);
 	L = t[0].secret->len;
+	/* "<>" between the pieces, so none can be completed by the next. */
 	b_puts(&in, t[0].ph);
 	b_puts(&in, " ");
 	b_puts(&in, t[1].ph);
-	b_put(&in, t[0].secret->data, L - 1);      /* a prefix */
-	b_put(&in, t[0].secret->data + 1, L - 1);  /* a suffix */
+	b_puts(&in, "<>");
+	b_put(&in, t[0].secret->data, L - 1); /* a prefix */
+	b_puts(&in, "<>");
+	b_put(&in, t[0].secret->data + 1, L - 1); /* a suffix */
+	b_puts(&in, "<>");
 	encode(&in, t[1].secret->data, L - 1, F_PCT_UPPER);
+	b_puts(&in, "<>");
 	b64(&in, t[0].secret->data + 1, L - 1, 0); /* base64 of a part */
 	oneshot(set, &in, &got, counts);
 	assert_true(b_eq(&got, &in));
@@ -1300,7 +1340,7 @@ main(void)
 	        cmocka_unit_test(test_json_bad_surrogates),
 	        cmocka_unit_test(test_base64_alignments),
 	        cmocka_unit_test(test_short_secrets),
-	        cmocka_unit_test(test_escape_lookalikes),
+	        cmocka_unit_test(test_fixed_secrets),
 	        cmocka_unit_test(test_many_keys),
 	        cmocka_unit_test(test_splits),
 	        cmocka_unit_test(test_untouched),
