@@ -1343,6 +1343,14 @@ upstream_read(struct bufferevent *bev, void *arg)
 	pump(c);
 }
 
+/* Tunnel half-close: the upstream has what the client sent; now close. */
+static void
+upstream_flushed(struct bufferevent *bev, void *arg)
+{
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		conn_close(arg);
+}
+
 static void
 client_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -1357,6 +1365,17 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	if ((what & BEV_EVENT_TIMEOUT) && (c->state == C_FIRST_HEAD || c->state == C_REQ_HEAD) &&
 	    evbuffer_get_length(bufferevent_get_input(c->cli)) > 0) {
 		respond_error(c, 408, "Request Timeout", "request head not received in time");
+		return;
+	}
+	if ((what & BEV_EVENT_EOF) && c->state == C_TUNNEL && c->up != NULL) {
+		/* The client is done sending: deliver what it sent, then close. */
+		pump(c);
+		bufferevent_free(c->cli);
+		c->cli = NULL;
+		set_state(c, C_CLOSING);
+		bufferevent_disable(c->up, EV_READ);
+		bufferevent_setcb(c->up, NULL, upstream_flushed, upstream_event, c);
+		upstream_flushed(c->up, c);
 		return;
 	}
 	/* EOF, error or timeout from the client: nothing more to do for it. */
