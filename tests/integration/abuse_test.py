@@ -270,6 +270,38 @@ def main():
         check(r.stdout.endswith(b"200"), "vproxy restarts and serves after kill -9")
         s2.close()
         run([VPROXY, "stop"], env)
+
+        # Out of descriptors (EMFILE): vproxy backs off instead of spinning, then recovers.
+        subprocess.run(["prlimit", "--nofile=64:64", VPROXY, "start"] + resolve, env=env,
+                       check=True, capture_output=True, timeout=60)
+        s3 = vrunctl.Session(runtime, ["k"])
+        st = run([VPROXY, "status"], env)
+        vpid = int([w for w in st.stdout.split() if w.rstrip(b",").isdigit()][0].rstrip(b","))
+        held = []
+        for _ in range(120):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", s3.port), timeout=2))
+            except OSError:
+                break
+
+        def cpu_ticks(pid):
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])
+
+        t0 = cpu_ticks(vpid)
+        time.sleep(2.0)
+        used = (cpu_ticks(vpid) - t0) / os.sysconf("SC_CLK_TCK")
+        check(used < 0.5, "no busy loop at EMFILE (%.2f s CPU in 2 s)" % used)
+        for c in held:
+            c.close()
+        time.sleep(0.5)
+        r = subprocess.run(["curl", "-sS", "--max-time", "20", "--proxy",
+                            "http://127.0.0.1:%d" % s3.port, "--cacert", s3.ca_path,
+                            "-w", "\n%{http_code}", good], capture_output=True, timeout=60)
+        check(r.stdout.endswith(b"200"), "the session serves again once descriptors free up")
+        s3.close()
+        run([VPROXY, "stop"], env)
     finally:
         subprocess.run([VPROXY, "stop"], env=env, capture_output=True)
         for p in procs:
