@@ -37,21 +37,23 @@ enum ctl_type {
 };
 
 enum ctl_tag {
-	CTL_T_KEY = 1,        /* OPEN: a key name as typed (exact or prefix) */
-	CTL_T_ALLOW_HOST = 2, /* OPEN: HOST[:PORT] tunnelled without interception */
-	CTL_T_ARG = 3,        /* OPEN: one argv element of the command (audit) */
-	CTL_T_CWD = 4,        /* OPEN: working directory (audit) */
-	CTL_T_PID = 5,        /* OPEN: u64 pid of vrun; STATUS_REPLY: daemon pid */
-	CTL_T_PROFILE = 6,    /* OPEN: profile name (audit) */
-	CTL_T_SESSION = 7,    /* OPENED: session id (text) */
-	CTL_T_CA_PATH = 8,    /* OPENED: CA bundle path for the child */
-	CTL_T_KEYINFO = 9,    /* OPENED: "name\tENV\tplaceholder"; STATUS_REPLY: key name */
-	CTL_T_CODE = 10,      /* ERROR: i64 VERR_* code */
-	CTL_T_MESSAGE = 11,   /* ERROR: text for the person */
-	CTL_T_EXIT = 12,      /* CLOSE: i64 exit status of the command */
-	CTL_T_UPTIME = 13,    /* STATUS_REPLY: u64 seconds */
-	CTL_T_SESSINFO = 14,  /* STATUS_REPLY: "id\trequests\tcommand" per session */
-	CTL_T_RESOLVED = 15,  /* OPENED: "typed\tresolved" when a prefix was expanded */
+	CTL_T_KEY = 1,         /* OPEN: a key name as typed (exact or prefix) */
+	CTL_T_ALLOW_HOST = 2,  /* OPEN: HOST[:PORT] tunnelled without interception */
+	CTL_T_ARG = 3,         /* OPEN: one argv element of the command (audit) */
+	CTL_T_CWD = 4,         /* OPEN: working directory (audit) */
+	CTL_T_PID = 5,         /* OPEN: u64 pid of vrun; STATUS_REPLY: daemon pid */
+	CTL_T_PROFILE = 6,     /* OPEN: profile name (audit) */
+	CTL_T_SESSION = 7,     /* OPENED: session id (text) */
+	CTL_T_CA_PATH = 8,     /* OPENED: CA bundle path for the child */
+	CTL_T_KEYINFO = 9,     /* OPENED: "name\tENV\tplaceholder"; STATUS_REPLY: key name */
+	CTL_T_CODE = 10,       /* ERROR: i64 VERR_* code */
+	CTL_T_MESSAGE = 11,    /* ERROR: text for the person */
+	CTL_T_EXIT = 12,       /* CLOSE: i64 exit status of the command */
+	CTL_T_UPTIME = 13,     /* STATUS_REPLY: u64 seconds */
+	CTL_T_SESSINFO = 14,   /* STATUS_REPLY: "id\trequests\tcommand" per session */
+	CTL_T_RESOLVED = 15,   /* OPENED: "typed\tresolved" when a prefix was expanded */
+	CTL_T_PROXY_AUTH = 16, /* OPEN: token every client of the listener must present
+	                          (macOS: the listener is reachable by any local process) */
 };
 
 struct ctl_field {

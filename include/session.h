@@ -35,6 +35,12 @@ struct session_params {
 	const char *runtime_dir;
 	const struct resolve_map *resolve;
 	struct audit *audit; /* session start/end and every request */
+	/*
+	 * When set, every connection must open with Proxy-Authorization:
+	 * Basic base64("vrun:" token), checked in constant time (macOS, where
+	 * the loopback listener is not private to the sandbox). NULL on Linux.
+	 */
+	const char *proxy_token;
 };
 
 /*
@@ -89,6 +95,12 @@ SSL_CTX *session_upstream_ctx(const struct session *s, const struct hostspec *ta
 struct evdns_base *session_dns(struct session *s);
 
 void session_count_request(struct session *s);
+
+/*
+ * 1 when the session needs no proxy credential or value (len bytes of a
+ * Proxy-Authorization field) carries the right one, else 0.
+ */
+int session_proxy_auth_ok(const struct session *s, const char *value, size_t len);
 
 /*
  * Write the audit record of one request and add it to the session's

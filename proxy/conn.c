@@ -244,9 +244,8 @@ linger_check(evutil_socket_t fd, short what, void *arg)
 	finish_after_flush(c->cli, c);
 }
 
-/* Answer the client with a short text error and close once it is sent. */
 static void
-respond_error(struct conn *c, int status, const char *text, const char *why)
+respond(struct conn *c, int status, const char *text, const char *why, const char *extra)
 {
 	struct evbuffer *out;
 
@@ -257,6 +256,7 @@ respond_error(struct conn *c, int status, const char *text, const char *why)
 		status = 503;
 		text = "Service Unavailable";
 		why = "the audit log cannot be written";
+		extra = "";
 	}
 	if (c->cli == NULL || c->resp_started) {
 		conn_close(c);
@@ -265,8 +265,8 @@ respond_error(struct conn *c, int status, const char *text, const char *why)
 	out = bufferevent_get_output(c->cli);
 	evbuffer_add_printf(out,
 	                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-	                    "Connection: close\r\n\r\nvrun: %s\n",
-	                    status, text, strlen(why) + 6, why);
+	                    "%sConnection: close\r\n\r\nvrun: %s\n",
+	                    status, text, strlen(why) + 6, extra, why);
 	if (c->up != NULL) {
 		bufferevent_free(c->up);
 		c->up = NULL;
@@ -276,6 +276,21 @@ respond_error(struct conn *c, int status, const char *text, const char *why)
 	bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
 	set_state(c, C_CLOSING);
 	bufferevent_enable(c->cli, EV_WRITE);
+}
+
+/* Answer the client with a short text error and close once it is sent. */
+static void
+respond_error(struct conn *c, int status, const char *text, const char *why)
+{
+	respond(c, status, text, why, "");
+}
+
+/* The listener is not private (macOS): the session's credential is required. */
+static void
+respond_auth_required(struct conn *c)
+{
+	respond(c, 407, "Proxy Authentication Required", "proxy credential missing or wrong",
+	        "Proxy-Authenticate: Basic realm=\"vrun\"\r\n");
 }
 
 static const char *
@@ -763,6 +778,17 @@ parse_request(struct conn *c)
 		return;
 	}
 	if (c->state == C_FIRST_HEAD) {
+		int pa = http_header_find(rq->headers, rq->num_headers, "proxy-authorization", 0);
+		int pa2 = pa >= 0 ? http_header_find(rq->headers, rq->num_headers,
+		                                     "proxy-authorization", (size_t)pa + 1)
+		                  : -1;
+
+		if (pa2 >= 0 || !session_proxy_auth_ok(c->s, pa >= 0 ? rq->headers[pa].value : NULL,
+		                                       pa >= 0 ? rq->headers[pa].value_len : 0)) {
+			free(rq);
+			respond_auth_required(c);
+			return;
+		}
 		int r;
 
 		if (rq->target_form == HTTP_TARGET_AUTHORITY) {

@@ -42,7 +42,8 @@ tag_allowed(uint16_t type, uint16_t tag)
 	switch (type) {
 	case CTL_OPEN:
 		return tag == CTL_T_KEY || tag == CTL_T_ALLOW_HOST || tag == CTL_T_ARG ||
-		       tag == CTL_T_CWD || tag == CTL_T_PID || tag == CTL_T_PROFILE;
+		       tag == CTL_T_CWD || tag == CTL_T_PID || tag == CTL_T_PROFILE ||
+		       tag == CTL_T_PROXY_AUTH;
 	case CTL_OPENED:
 		return tag == CTL_T_SESSION || tag == CTL_T_CA_PATH || tag == CTL_T_KEYINFO ||
 		       tag == CTL_T_RESOLVED;

@@ -171,7 +171,7 @@ op_open(struct client *c, const struct ctl_msg *m)
 	struct session_params sp;
 	const struct ctl_field *f;
 	char name[VAULT_NAME_MAX + 1], command[COMMAND_MAX], line[512];
-	char cwd[COMMAND_MAX], profile[256];
+	char cwd[COMMAND_MAX], profile[256], token[129];
 	size_t nkeys = 0, nallow = 0;
 	uint64_t pid = 0;
 	int r, exact;
@@ -227,6 +227,11 @@ op_open(struct client *c, const struct ctl_msg *m)
 		}
 		nallow++;
 	}
+	if (ctl_nth(m, CTL_T_PROXY_AUTH, 0) != NULL &&
+	    (ctl_get_str(m, CTL_T_PROXY_AUTH, token, sizeof(token)) != 0 || strlen(token) < 16)) {
+		reply_error(c, VERR_CTL, "bad proxy credential");
+		return;
+	}
 	if (ctl_nth(m, CTL_T_PID, 0) != NULL && ctl_get_u64(m, CTL_T_PID, &pid) != 0) {
 		reply_error(c, VERR_CTL, "bad pid");
 		return;
@@ -257,6 +262,7 @@ op_open(struct client *c, const struct ctl_msg *m)
 	sp.runtime_dir = d->o->paths->runtime;
 	sp.resolve = d->o->resolve;
 	sp.audit = d->o->audit;
+	sp.proxy_token = ctl_nth(m, CTL_T_PROXY_AUTH, 0) != NULL ? token : NULL;
 	if ((r = session_open(d->base, &sp, &c->session)) != 0) {
 		reply_error(c, r, "cannot open the session: %s", verr_strerror(r));
 		return;

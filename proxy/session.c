@@ -49,7 +49,8 @@ struct session {
 	struct conn_list conns;
 	struct evdns_base *dns;
 	struct audit *audit;
-	int started; /* the session_start record is written */
+	struct secbuf *proxy_auth; /* expected Proxy-Authorization value, or NULL */
+	int started;               /* the session_start record is written */
 	struct timespec t0;
 	uint64_t requests, denied, bytes_up, bytes_down;
 };
@@ -160,6 +161,40 @@ on_accept_error(struct evconnlistener *l, void *arg)
 	/* EMFILE and friends: back off instead of spinning on a readable socket. */
 	evconnlistener_disable(l);
 	evtimer_add(s->retry_ev, &tv);
+}
+
+/* The whole expected field value, "Basic " + base64("vrun:" token). */
+static int
+make_proxy_auth(struct session *s, const char *token)
+{
+	size_t tlen = strlen(token), raw = 5 + tlen, b64;
+	struct secbuf *cred = NULL;
+	int r;
+
+	if (tlen < 16 || tlen > 128)
+		return VERR_INVALID;
+	b64 = sodium_base64_encoded_len(raw, sodium_base64_VARIANT_ORIGINAL);
+	if ((r = secbuf_new(raw, &cred)) != 0 || (r = secbuf_new(6 + b64, &s->proxy_auth)) != 0)
+		goto out;
+	memcpy(cred->data, "vrun:", 5);
+	memcpy(cred->data + 5, token, tlen);
+	memcpy(s->proxy_auth->data, "Basic ", 6);
+	sodium_bin2base64((char *)s->proxy_auth->data + 6, b64, cred->data, raw,
+	                  sodium_base64_VARIANT_ORIGINAL);
+	s->proxy_auth->len = 6 + b64 - 1; /* without the NUL */
+out:
+	secbuf_free(cred);
+	return r;
+}
+
+int
+session_proxy_auth_ok(const struct session *s, const char *value, size_t len)
+{
+	if (s->proxy_auth == NULL)
+		return 1;
+	if (value == NULL || len != s->proxy_auth->len)
+		return 0;
+	return sodium_memcmp(value, s->proxy_auth->data, len) == 0;
 }
 
 static int
@@ -285,6 +320,8 @@ session_open(struct event_base *base, const struct session_params *p, struct ses
 			hosts[nhosts++] = s->keys[i]->hosts[j];
 	if ((r = sessca_new(hosts, nhosts, &s->ca)) != 0 ||
 	    (r = sessca_write_bundle(s->ca, p->runtime_dir, NULL, &s->bundle)) != 0)
+		goto fail;
+	if (p->proxy_token != NULL && (r = make_proxy_auth(s, p->proxy_token)) != 0)
 		goto fail;
 	/* Fail closed: a session whose start cannot be recorded does not start. */
 	if ((r = audit_start(s, p)) != 0)
@@ -474,6 +511,7 @@ session_close(struct session *s)
 		evdns_base_free(s->dns, 1);
 	sessca_free(s->ca);
 	scrub_set_free(s->scrub);
+	secbuf_free(s->proxy_auth);
 	for (size_t i = 0; i < s->nkeys; i++)
 		vault_entry_free(s->keys[i]);
 	free(s->keys);

@@ -326,6 +326,26 @@ def main():
               "late-secret-value", "a key added after start works in the next session")
         s2.close()
 
+        # A session with a proxy credential (the macOS flow): nothing without it.
+        token = os.urandom(16).hex()
+        s7 = vrunctl.Session(runtime, ["deploy"], proxy_auth=token)
+
+        def curl7(*extra):
+            return subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
+                                   "http://127.0.0.1:%d" % s7.port, "--cacert", s7.ca_path,
+                                   "-o", "/dev/null", "-w", "%{http_connect}"] + list(extra) +
+                                  ["https://%s/auth" % hp], capture_output=True, timeout=60)
+
+        check(curl7().stdout == b"407", "no proxy credential: 407")
+        check(curl7("--proxy-user", "vrun:" + "0" * 32).stdout == b"407",
+              "a wrong proxy credential: 407")
+        r = curl7("--proxy-user", "vrun:" + token)
+        rec = upstream_records(log)[-1]
+        check(r.stdout == b"200" and rec["path"] == "/auth" and not any(
+            k.lower() == "proxy-authorization" for k, v in rec["headers"]),
+            "the right credential passes and is not forwarded")
+        s7.close()
+
         # Placeholder inside Basic credentials (git's way of sending a token).
         s3 = vrunctl.Session(runtime, ["ph"])
         ph3 = s3.keys["ph"][1]

@@ -9,7 +9,7 @@ VERSION = 1
 OPEN, OPENED, ERROR, CLOSE, STATUS, STATUS_REPLY, STOP, OK = range(1, 9)
 T_KEY, T_ALLOW_HOST, T_ARG, T_CWD, T_PID, T_PROFILE = range(1, 7)
 T_SESSION, T_CA_PATH, T_KEYINFO, T_CODE, T_MESSAGE = range(7, 12)
-T_EXIT, T_UPTIME, T_SESSINFO, T_RESOLVED = range(12, 16)
+T_EXIT, T_UPTIME, T_SESSINFO, T_RESOLVED, T_PROXY_AUTH = range(12, 17)
 
 
 def encode(mtype, fields):
@@ -53,7 +53,7 @@ class Session:
     """An open session: .id, .ca_path, .keys {name: (env, placeholder)},
     .port (the listener's), .sock (closing it ends the session)."""
 
-    def __init__(self, runtime, keys, allow=(), args=("test",), listener=None):
+    def __init__(self, runtime, keys, allow=(), args=("test",), listener=None, proxy_auth=None):
         self.listener = listener or socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if listener is None:
             self.listener.bind(("127.0.0.1", 0))
@@ -65,6 +65,8 @@ class Session:
         fields += [(T_ALLOW_HOST, a.encode()) for a in allow]
         fields += [(T_ARG, a.encode()) for a in args]
         fields.append((T_PID, struct.pack(">Q", os.getpid())))
+        if proxy_auth is not None:
+            fields.append((T_PROXY_AUTH, proxy_auth.encode()))
         socket.send_fds(self.sock, [encode(OPEN, fields)], [self.listener.fileno()])
         # The daemon holds its own copy now; ours would only accept connections meant for it.
         self.listener.close()
