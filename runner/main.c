@@ -25,6 +25,9 @@
 #include <termios.h>
 #include <unistd.h>
 
+#ifdef __linux__
+#include "check.h"
+#endif
 #include "ctlproto.h"
 #include "daemon.h"
 #include "paths.h"
@@ -38,6 +41,10 @@
 #ifndef VRUN_PROFILE_INSTALL_DIR
 #define VRUN_PROFILE_INSTALL_DIR "/usr/local/share/vrun/profiles"
 #endif
+/* The profiles relative to the directory of the vrun binary (bin -> share). */
+#ifndef VRUN_PROFILE_REL_DIR
+#define VRUN_PROFILE_REL_DIR "../share/vrun/profiles"
+#endif
 
 #define EXIT_VRUN     125
 #define EXIT_NOEXEC   126
@@ -49,6 +56,7 @@
 static const char usage_text[] =
         "usage: vrun --key NAME [--key NAME]... [--allow-host HOST[:PORT]]...\n"
         "            [--profile NAME|FILE] [-v] [--] CMD [ARG]...\n"
+        "       vrun --check [--key NAME] [--profile NAME|FILE] [-v]\n"
         "\n"
         "Run CMD in a sandbox whose only reachable endpoint is vproxy: the command\n"
         "sees a placeholder in the key's variable, vproxy swaps the real key in on\n"
@@ -60,9 +68,16 @@ static const char usage_text[] =
         "                         also let the command reach HOST (port 443 by\n"
         "                         default), tunnelled without injection; repeatable\n"
         "  --profile NAME|FILE    what to hide from the command (default: agent)\n"
+        "  --check                instead of a command, run the containment self-test\n"
+        "                         in a real sandbox: one ok/FAIL line per probe;\n"
+        "                         exit 0 when all pass, 1 otherwise. Uses a session\n"
+        "                         for --key NAME, else for the first key vproxy has\n"
         "  -v, --verbose          say which session and protections are in force\n"
         "  -h, --help             this help\n"
         "  --version              the version\n"
+        "\n"
+        "Environment: VAULT_HOME, XDG_RUNTIME_DIR (where vproxy is), VRUN_PROFILE_DIR\n"
+        "(where profiles are), NO_COLOR. More in vrun(1) and vrun-profile(5).\n"
         "\n"
         "Exit status: the command's; 128+N if it was killed by signal N; 125 if vrun\n"
         "failed (vproxy not running, unknown key, no sandbox); 126 if the command\n"
@@ -485,6 +500,500 @@ close_session(int ctl, int status)
 		close(fd);
 }
 
+/*
+ * The profile directory when VRUN_PROFILE_DIR is unset: next to the binary
+ * (an installation moved elsewhere, or unpacked with dpkg -x, still finds
+ * its profiles), else the directory configured at build time.
+ */
+static const char *
+default_profile_dir(char *buf, size_t size)
+{
+	char exe[4096], joined[4200], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	struct stat st;
+
+	if (n <= 0)
+		return VRUN_PROFILE_INSTALL_DIR;
+	exe[n] = '\0';
+	if ((slash = strrchr(exe, '/')) == NULL)
+		return VRUN_PROFILE_INSTALL_DIR;
+	*slash = '\0';
+	if ((size_t)snprintf(joined, sizeof(joined), "%s/%s", exe, VRUN_PROFILE_REL_DIR) >=
+	            sizeof(joined) ||
+	    stat(joined, &st) != 0 || !S_ISDIR(st.st_mode) || size < 4096 ||
+	    realpath(joined, buf) == NULL)
+		return VRUN_PROFILE_INSTALL_DIR;
+	return buf;
+}
+
+/* Load a profile; *from (when not NULL) gets the file it came from. */
+static int
+load_profile(const char *name, struct profile **prof, char *err, size_t errsize, char *from,
+             size_t fromsize)
+{
+	char dir[4096];
+	const char *search = profile_search_dir(default_profile_dir(dir, sizeof(dir)));
+	int r;
+
+	if (from != NULL)
+		snprintf(from, fromsize, "%s%s%s", strchr(name, '/') != NULL ? "" : search,
+		         strchr(name, '/') != NULL ? "" : "/", name);
+	r = profile_load(name, search, prof, err, errsize);
+	if (r != 0 && err[0] == '\0')
+		snprintf(err, errsize, "%s", verr_strerror(r));
+	if (r == VERR_PROFILE_NOT_FOUND && strchr(name, '/') == NULL &&
+	    getenv(PROFILE_DIR_ENV) == NULL) {
+		size_t len = strlen(err);
+
+		snprintf(err + len, errsize - len,
+		         " (not installed? set %s to the directory holding the profiles)",
+		         PROFILE_DIR_ENV);
+	}
+	return r;
+}
+
+#ifdef __linux__
+/* ---- vrun --check ---- */
+
+/*
+ * What the probe inside must not reach: listeners on the host's loopback
+ * (IPv4 and, where the host has it, IPv6) and an abstract unix socket.
+ * After the probe, vrun looks whether anything arrived: the outside view
+ * does not rely on the probe's word.
+ */
+struct bait {
+	int fd[3];
+	int port4, port6;
+	char abstract[64];
+};
+
+static int
+bait_tcp(int family, int *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int s = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	*port = 0;
+	if (s < 0)
+		return -1;
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		a->sin_family = AF_INET;
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*a);
+	} else {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		len = sizeof(*a);
+	}
+	if (bind(s, (struct sockaddr *)&ss, len) != 0 || listen(s, 8) != 0 ||
+	    getsockname(s, (struct sockaddr *)&ss, &len) != 0) {
+		close(s);
+		return -1;
+	}
+	*port = ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+	                                : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	return s;
+}
+
+static int
+bait_open(struct bait *b)
+{
+	struct sockaddr_un un;
+	unsigned int rnd = 0;
+	size_t n;
+	int fd;
+
+	b->fd[0] = bait_tcp(AF_INET, &b->port4);
+	b->fd[1] = bait_tcp(AF_INET6, &b->port6); /* none without IPv6 */
+	b->fd[2] = -1;
+	if ((fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)) >= 0) {
+		if (read(fd, &rnd, sizeof(rnd)) != (ssize_t)sizeof(rnd))
+			rnd = 0;
+		close(fd);
+	}
+	snprintf(b->abstract, sizeof(b->abstract), "vrun-check-%ld-%08x", (long)getpid(), rnd);
+	memset(&un, 0, sizeof(un));
+	un.sun_family = AF_UNIX;
+	n = strlen(b->abstract);
+	memcpy(un.sun_path + 1, b->abstract, n);
+	if ((b->fd[2] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
+	    bind(b->fd[2], (struct sockaddr *)&un,
+	         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 ||
+	    listen(b->fd[2], 8) != 0)
+		return -1;
+	return b->fd[0] >= 0 ? 0 : -1;
+}
+
+/* Connections that reached a bait; closes the baits. */
+static int
+bait_close(struct bait *b, char *what, size_t size)
+{
+	static const char *const names[] = {"127.0.0.1", "[::1]", "abstract socket"};
+	int hits = 0, c;
+
+	what[0] = '\0';
+	for (int i = 0; i < 3; i++) {
+		if (b->fd[i] < 0)
+			continue;
+		while ((c = accept4(b->fd[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+			close(c);
+			hits++;
+			snprintf(what + strlen(what), size - strlen(what), "%s%s",
+			         hits > 1 ? ", " : "", names[i]);
+		}
+		close(b->fd[i]);
+		b->fd[i] = -1;
+	}
+	return hits;
+}
+
+/* argv for the probe: strings owned here. */
+struct arglist {
+	char **v;
+	size_t n, cap;
+};
+
+static int arg_add(struct arglist *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+arg_add(struct arglist *a, const char *fmt, ...)
+{
+	va_list ap;
+	char **nv;
+
+	if (a->n + 2 > a->cap) {
+		size_t ncap = a->cap ? 2 * a->cap : 32;
+
+		if ((nv = realloc(a->v, ncap * sizeof(*nv))) == NULL)
+			return VERR_NOMEM;
+		a->v = nv;
+		a->cap = ncap;
+	}
+	va_start(ap, fmt);
+	if (vasprintf(&a->v[a->n], fmt, ap) < 0) {
+		va_end(ap);
+		return VERR_NOMEM;
+	}
+	va_end(ap);
+	a->v[++a->n] = NULL;
+	return 0;
+}
+
+static void
+arg_clear(struct arglist *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	memset(a, 0, sizeof(*a));
+}
+
+static int
+build_probe_argv(struct arglist *a, const struct bait *b, const struct hides *h, int verbose)
+{
+	static const char *const ns[] = {"user", "pid", "net", "mnt", "ipc"};
+	char exe[4096], ids[512] = "", path[64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	struct stat st;
+	int r;
+
+	if (n <= 0)
+		return VERR_SYSTEM;
+	exe[n] = '\0';
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", ns[i]);
+		if (stat(path, &st) != 0)
+			return VERR_SYSTEM;
+		snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s%s:%llu", i ? "," : "",
+		         ns[i], (unsigned long long)st.st_ino);
+	}
+	if ((r = arg_add(a, "%s", exe)) != 0 || (r = arg_add(a, "%s", CHECK_PROBE_ARG)) != 0 ||
+	    (r = arg_add(a, "--ns=%s", ids)) != 0 || (r = arg_add(a, "--tcp4=%d", b->port4)) != 0 ||
+	    (r = arg_add(a, "--abstract=%s", b->abstract)) != 0)
+		return r;
+	if (b->fd[1] >= 0 && (r = arg_add(a, "--tcp6=%d", b->port6)) != 0)
+		return r;
+	/* What the sandbox masks: the hidden paths that exist (it skips the rest). */
+	for (size_t i = 0; i < h->n; i++)
+		if (stat(h->v[i], &st) == 0 && (r = arg_add(a, "--hidden=%s", h->v[i])) != 0)
+			return r;
+	if (verbose && (r = arg_add(a, "--verbose")) != 0)
+		return r;
+	return 0;
+}
+
+/*
+ * vproxy's pid and the key for the check's session: the one given, else
+ * the first key vproxy has (names only; no passphrase needed). 0, or -1
+ * with a FAIL line printed.
+ */
+static int
+check_vproxy(struct check_report *rep, int ctl, const char *key, char *chosen, size_t size)
+{
+	static struct ctl_writer w;
+	static struct ctl_msg m;
+	uint64_t pid = 0;
+	size_t nkeys = 0;
+	int fd = -1, r;
+
+	ctl_begin(&w, CTL_STATUS);
+	if ((r = ctl_finish(&w)) != 0 || (r = ctl_send(ctl, &w, -1)) != 0 ||
+	    (r = ctl_recv(ctl, &w, &m, &fd)) != 0 || m.type != CTL_STATUS_REPLY ||
+	    ctl_get_u64(&m, CTL_T_PID, &pid) != 0) {
+		if (fd >= 0)
+			close(fd);
+		check_line(rep, CHECK_FAIL, "vproxy", "no status: %s",
+		           r == VERR_SYSTEM ? strerror(errno) : verr_strerror(r ? r : VERR_CTL));
+		return -1;
+	}
+	while (ctl_nth(&m, CTL_T_KEYINFO, nkeys) != NULL)
+		nkeys++;
+	if (key != NULL)
+		snprintf(chosen, size, "%s", key);
+	else if (nkeys == 0 || ctl_field_str(ctl_nth(&m, CTL_T_KEYINFO, 0), chosen, size) != 0) {
+		check_line(
+		        rep, CHECK_FAIL, "vproxy",
+		        "running (pid %llu), but the vault has no key to open a session with: add "
+		        "one with `vault add NAME --host HOST` (no restart needed)",
+		        (unsigned long long)pid);
+		return -1;
+	}
+	check_line(rep, CHECK_OK, "vproxy", "running (pid %llu, %zu key%s)",
+	           (unsigned long long)pid, nkeys, nkeys == 1 ? "" : "s");
+	return 0;
+}
+
+/* A session for the check, audited as "vrun --check". *ca and *env filled. */
+static int
+check_session(struct check_report *rep, int ctl, const char *key, const struct profile *prof,
+              int listen_fd, char *ca, size_t casize, struct envlist *env)
+{
+	static char *const audit_argv[] = {(char *)"vrun", (char *)"--check", NULL};
+	static struct ctl_writer in;
+	static struct ctl_msg msg;
+	struct sockaddr_in la;
+	socklen_t lalen = sizeof(la);
+	const char *keys[1] = {key};
+	char session[128], line[1024], err[ERR_MAX];
+	int r, fd = -1;
+
+	if (getsockname(listen_fd, (struct sockaddr *)&la, &lalen) != 0 ||
+	    la.sin_family != AF_INET) {
+		check_line(rep, CHECK_FAIL, "session", "the sandbox's listener: %s",
+		           strerror(errno));
+		return -1;
+	}
+	r = send_open(ctl, keys, 1, NULL, 0, prof, audit_argv, listen_fd);
+	if (r == 0)
+		r = ctl_recv(ctl, &in, &msg, &fd);
+	if (fd >= 0)
+		close(fd);
+	if (r != 0) {
+		check_line(rep, CHECK_FAIL, "session", "vproxy: %s",
+		           r == VERR_SYSTEM ? strerror(errno) : verr_strerror(r));
+		return -1;
+	}
+	if (msg.type == CTL_ERROR) {
+		if (ctl_get_str(&msg, CTL_T_MESSAGE, line, sizeof(line)) != 0)
+			snprintf(line, sizeof(line), "vproxy refused the session");
+		check_line(rep, CHECK_FAIL, "session", "%s", line);
+		return -1;
+	}
+	if (msg.type != CTL_OPENED ||
+	    ctl_get_str(&msg, CTL_T_SESSION, session, sizeof(session)) != 0 ||
+	    ctl_get_str(&msg, CTL_T_CA_PATH, ca, casize) != 0 || ca[0] != '/') {
+		check_line(rep, CHECK_FAIL, "session", "vproxy: %s", verr_strerror(VERR_CTL));
+		return -1;
+	}
+	if ((r = build_env(&msg, ntohs(la.sin_port), ca, env, err, sizeof(err))) != 0) {
+		check_line(rep, CHECK_FAIL, "session", "%s",
+		           r == VERR_CTL ? err : verr_strerror(r));
+		return -1;
+	}
+	check_line(rep, CHECK_OK, "session",
+	           "%s with key '%s', audited as `vrun --check` (no request is sent upstream)",
+	           session, key);
+	return 0;
+}
+
+/*
+ * vrun --check: build the sandbox a launch would build and run the probes
+ * in it. Any step that would stop a launch is a FAIL line here too, and the
+ * probes run as far as they can so the person sees everything at once.
+ */
+static int
+run_check(const char *key, const char *profile_name, int verbose)
+{
+	struct check_report rep;
+	struct paths p;
+	struct profile *prof = NULL;
+	struct hides hides = {0};
+	struct envlist env = {0};
+	struct arglist pargv = {0};
+	struct bait bait = {{-1, -1, -1}, 0, 0, ""};
+	struct sandbox_config cfg;
+	struct sandbox *sb = NULL;
+	char err[ERR_MAX], ca[4096] = "", chosen[256], what[128], from[4200];
+	int r, ctl = -1, listen_fd = -1, session = 0, event, st, status = -1, tmpca = -1;
+	sigset_t mask;
+
+	memset(&p, 0, sizeof(p));
+	check_report_init(&rep, verbose);
+	err[0] = '\0';
+	if ((r = paths_resolve(&p)) != 0) {
+		check_line(&rep, CHECK_FAIL, "paths", "%s", verr_strerror(r));
+		goto out;
+	}
+	if ((r = load_profile(profile_name, &prof, err, sizeof(err), from, sizeof(from))) != 0) {
+		check_line(&rep, CHECK_FAIL, "profile", "%s", err);
+		goto out;
+	}
+	if ((r = collect_hides(&p, prof, &hides)) != 0) {
+		check_line(&rep, CHECK_FAIL, "profile", "%s", verr_strerror(r));
+		goto out;
+	}
+	check_line(&rep, CHECK_OK, "profile", "%s (%s, %zu paths to hide)", prof->name, from,
+	           prof->nhide);
+	/* The check is about this machine, not the working directory (it may be hidden). */
+	if (chdir("/") != 0) {
+		check_line(&rep, CHECK_FAIL, "setup", "chdir /: %s", strerror(errno));
+		goto out;
+	}
+
+	/* vproxy: without it a launch fails; the sandbox probes still run. */
+	if ((r = connect_vproxy(&p, &ctl)) != 0) {
+		check_line(&rep, CHECK_FAIL, "vproxy", "%s",
+		           r == VERR_DAEMON_DOWN ? verr_strerror(r) : strerror(errno));
+	} else if (check_vproxy(&rep, ctl, key, chosen, sizeof(chosen)) == 0) {
+		session = 1;
+	}
+
+	if (bait_open(&bait) != 0) {
+		check_line(&rep, CHECK_FAIL, "setup", "cannot listen on the host's loopback: %s",
+		           strerror(errno));
+		goto out;
+	}
+	if ((r = build_probe_argv(&pargv, &bait, &hides, verbose)) != 0) {
+		check_line(&rep, CHECK_FAIL, "setup", "cannot find vrun's own binary: %s",
+		           strerror(errno));
+		goto out;
+	}
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.argv = pargv.v;
+	cfg.hide = (const char *const *)hides.v;
+	cfg.nhide = hides.n;
+	cfg.tty_fd = -1;
+	if ((r = sandbox_start(&cfg, &sb, &listen_fd, err, sizeof(err))) != 0) {
+		if (r == VERR_NO_USERNS)
+			check_line(&rep, CHECK_FAIL, "namespaces", "%s; %s",
+			           err[0] ? err : "unavailable", verr_strerror(r));
+		else
+			check_line(&rep, CHECK_FAIL, "sandbox", "%s",
+			           err[0] ? err : verr_strerror(r));
+		goto out;
+	}
+	check_line(&rep, CHECK_OK, "sandbox", "set up as for a launch; the probes run inside it");
+
+	if (session && check_session(&rep, ctl, chosen, prof, listen_fd, ca, sizeof(ca), &env) != 0)
+		session = 0;
+	close(listen_fd);
+	listen_fd = -1;
+	if (!session) {
+		/* Any readable file does for the bundle the sandbox insists on keeping. */
+		const char *tmp = getenv("TMPDIR");
+
+		env_clear(&env);
+		snprintf(ca, sizeof(ca), "%s/vrun-check.XXXXXX",
+		         tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
+		if ((tmpca = mkstemp(ca)) < 0 ||
+		    env_add(&env, "VAULT_PASSPHRASE_FILE", NULL) != 0 ||
+		    env_add(&env, "VAULT_NEW_PASSPHRASE_FILE", NULL) != 0) {
+			check_line(&rep, CHECK_FAIL, "setup", "temporary file: %s",
+			           strerror(errno));
+			goto out;
+		}
+	}
+	/* The probe's argv was fixed when the sandbox was built; this comes with "go". */
+	if (env_add(&env, CHECK_SESSION_ENV, session ? "1" : NULL) != 0) {
+		check_line(&rep, CHECK_FAIL, "setup", "%s", verr_strerror(VERR_NOMEM));
+		goto end;
+	}
+
+	fflush(stdout);
+	r = sandbox_exec(sb, (const char *const *)env.v, env.n, ca, err, sizeof(err));
+	if (r != 0) {
+		check_line(&rep, CHECK_FAIL, "probe", "cannot start vrun inside the sandbox: %s",
+		           err[0] ? err : verr_strerror(r));
+		goto end;
+	}
+	sigprocmask(SIG_BLOCK, NULL, &mask);
+	for (;;) {
+		r = sandbox_wait(sb, &mask, &event, &st, err, sizeof(err));
+		if (r == VERR_SYSTEM && errno == EINTR)
+			continue;
+		if (r != 0) {
+			check_line(&rep, CHECK_FAIL, "probe", "the sandbox failed: %s",
+			           err[0] ? err : verr_strerror(r));
+			break;
+		}
+		if (event == SANDBOX_STOPPED) {
+			sandbox_signal(sb, SIGCONT);
+			continue;
+		}
+		status = st;
+		break;
+	}
+	if (status >= 0 && WIFEXITED(status))
+		rep.failed += (unsigned)WEXITSTATUS(status);
+	else if (status >= 0)
+		check_line(&rep, CHECK_FAIL, "probe", "killed by signal %d",
+		           WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	if (bait_close(&bait, what, sizeof(what)) > 0)
+		check_line(&rep, CHECK_FAIL, "host loopback",
+		           "seen from outside: a connection from the sandbox reached the host's %s",
+		           what);
+	else
+		check_line(&rep, CHECK_OK, "host loopback",
+		           "seen from outside: nothing from the sandbox arrived");
+end:
+	if (session)
+		close_session(ctl, status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 125);
+out:
+	bait_close(&bait, what, sizeof(what));
+	if (listen_fd >= 0)
+		close(listen_fd);
+	sandbox_free(sb);
+	if (tmpca >= 0) {
+		close(tmpca);
+		unlink(ca);
+	}
+	if (ctl >= 0)
+		close(ctl);
+	arg_clear(&pargv);
+	env_clear(&env);
+	hides_clear(&hides);
+	profile_free(prof);
+	paths_clear(&p);
+	if (rep.failed == 0)
+		printf("vrun --check: all checks passed: commands run here are contained as "
+		       "documented\n");
+	else
+		printf("vrun --check: %u check%s FAILED: vrun would refuse to start commands here, "
+		       "or would not contain them as documented; fix what the FAIL lines say\n",
+		       rep.failed, rep.failed == 1 ? "" : "s");
+	if (fflush(stdout) != 0 || ferror(stdout))
+		return 1;
+	return rep.failed == 0 ? 0 : 1;
+}
+#endif
+
 int
 main(int argc, char **argv)
 {
@@ -493,6 +1002,7 @@ main(int argc, char **argv)
 	        {"allow-host", required_argument, NULL, 'a'},
 	        {"profile", required_argument, NULL, 'p'},
 	        {"verbose", no_argument, NULL, 'v'},
+	        {"check", no_argument, NULL, 'C'},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {NULL, 0, NULL, 0},
@@ -512,12 +1022,17 @@ main(int argc, char **argv)
 	sigset_t blocked, waitmask;
 	char err[ERR_MAX], ca[4096], session[128], line[1024];
 	const struct ctl_field *f;
-	int c, verbose = 0, r, ctl = -1, listen_fd = -1, fd, status = EXIT_VRUN, tty;
+	int c, verbose = 0, check = 0, r, ctl = -1, listen_fd = -1, fd, status = EXIT_VRUN, tty;
 	int event, st;
 
 	memset(&p, 0, sizeof(p));
 	if (ensure_stdio() != 0)
 		return EXIT_VRUN;
+#ifdef __linux__
+	/* Inside the sandbox of `vrun --check`: nothing may run at exit there. */
+	if (argc >= 2 && strcmp(argv[1], CHECK_PROBE_ARG) == 0)
+		_exit(check_probe_main(argc, argv));
+#endif
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+k:vh", opts, NULL)) != -1) {
 		switch (c) {
@@ -537,6 +1052,9 @@ main(int argc, char **argv)
 		case 'v':
 			verbose = 1;
 			break;
+		case 'C':
+			check = 1;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return fflush(stdout) == 0 && !ferror(stdout) ? 0 : EXIT_VRUN;
@@ -549,8 +1067,19 @@ main(int argc, char **argv)
 			return usage_error(err);
 		}
 	}
+	if (check) {
+		if (optind < argc)
+			return usage_error("--check runs no command: remove what follows it");
+		if (nkeys > 1 || nallow > 0)
+			return usage_error("--check takes at most one --key and no --allow-host");
+#ifdef __linux__
+		return run_check(nkeys ? keys[0] : NULL, profile_name, verbose);
+#else
+		return usage_error("--check is not available on this platform yet");
+#endif
+	}
 	if (nkeys == 0)
-		return usage_error("no key: give at least one --key NAME");
+		return usage_error("no key: give at least one --key NAME (or --check)");
 	if (optind >= argc)
 		return usage_error("no command to run");
 
@@ -558,14 +1087,8 @@ main(int argc, char **argv)
 		warnx_("%s", verr_strerror(r));
 		goto out;
 	}
-	r = profile_load(profile_name, profile_search_dir(VRUN_PROFILE_INSTALL_DIR), &prof, err,
-	                 sizeof(err));
-	if (r != 0) {
-		warnx_("profile: %s", err[0] ? err : verr_strerror(r));
-		if (r == VERR_PROFILE_NOT_FOUND && strchr(profile_name, '/') == NULL &&
-		    getenv(PROFILE_DIR_ENV) == NULL)
-			warnx_("(not installed? set %s to the directory holding the profiles)",
-			       PROFILE_DIR_ENV);
+	if ((r = load_profile(profile_name, &prof, err, sizeof(err), NULL, 0)) != 0) {
+		warnx_("profile: %s", err);
 		goto out;
 	}
 	if ((r = collect_hides(&p, prof, &hides)) != 0) {

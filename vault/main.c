@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,8 +21,10 @@
 #include "hostspec.h"
 #include "passphrase.h"
 #include "paths.h"
+#include "safefile.h"
 #include "secbuf.h"
 #include "vault.h"
+#include "vaultfmt.h"
 #include "verr.h"
 
 #ifndef VRUN_VERSION
@@ -49,6 +52,9 @@ static const char usage_text[] =
         "  audit --summary [...]   one line per session\n"
         "  audit verify            check that no audit record was edited, removed, reordered\n"
         "                          or forged (asks for the passphrase)\n"
+        "  doctor [-v]             check files, permissions, vproxy and the sandbox\n"
+        "                          (runs `vrun --check`); no passphrase needed\n"
+        "  help [COMMAND]          this help, or one command's (also `vault COMMAND --help`)\n"
         "\n"
         "add options:\n"
         "  --host HOST[:PORT]      host allowed to receive the key; repeatable; port 443 by\n"
@@ -77,9 +83,101 @@ static const char usage_text[] =
         "  VAULT_HOME              where vault.db lives (default ~/.local/share/vrun)\n"
         "  VAULT_PASSPHRASE_FILE   read the passphrase from this file's first line\n"
         "  VAULT_NEW_PASSPHRASE_FILE  the new passphrase for init and passwd\n"
-        "  NO_COLOR                when set, `vault audit` never colours its output\n"
+        "  NO_COLOR                when set, never colour output (audit, doctor)\n"
         "\n"
-        "exit status: 0 success, 1 failure, 2 usage error\n";
+        "exit status: 0 success, 1 failure, 2 usage error. More in vault(1).\n";
+
+/* One entry per command: `vault COMMAND --help` and `vault help COMMAND`. */
+static const struct {
+	const char *name, *text;
+} command_help[] = {
+        {"init", "usage: vault init [--kdf interactive|moderate|sensitive]\n"
+                 "\n"
+                 "Create the vault in $VAULT_HOME (default ~/.local/share/vrun). Asks for a\n"
+                 "new passphrase twice, or reads the first line of $VAULT_NEW_PASSPHRASE_FILE\n"
+                 "(else $VAULT_PASSPHRASE_FILE). Fails if a vault exists.\n"
+                 "\n"
+                 "  --kdf COST    Argon2id cost: interactive, moderate (default), sensitive\n"
+                 "  -h, --help    this help\n"},
+        {"add", "usage: vault add NAME [--host HOST[:PORT]]... [--inject MODE] [--env VAR]\n"
+                "                [--ca FILE] [--allow-http]\n"
+                "\n"
+                "Store a key, bound to the hosts that may receive it. The secret is read\n"
+                "without echo from the terminal, or as all of stdin when stdin is not a\n"
+                "terminal (one trailing newline stripped):  echo \"$TOKEN\" | vault add ...\n"
+                "\n"
+                "  --host HOST[:PORT]  host allowed to receive the key; repeatable; port 443\n"
+                "                      by default; *.example.com matches subdomains only.\n"
+                "                      Asked for on a terminal, required otherwise.\n"
+                "  --inject MODE       placeholder (default), bearer, basic:USER, header:NAME,\n"
+                "                      query:PARAM\n"
+                "  --env VAR           variable that carries the placeholder (default: NAME\n"
+                "                      upper-cased, other characters turned into '_')\n"
+                "  --ca FILE           extra PEM CA bundle trusted for this key's hosts\n"
+                "  --allow-http        permit injection over plain HTTP to these hosts\n"
+                "  -h, --help          this help\n"},
+        {"list", "usage: vault list [--json]\n"
+                 "\n"
+                 "Names, hosts and options of all keys; never secrets. Asks for the passphrase.\n"
+                 "\n"
+                 "  --json        a JSON array, one object per key\n"
+                 "  -h, --help    this help\n"},
+        {"show", "usage: vault show NAME [--json]\n"
+                 "\n"
+                 "Details of one key: hosts, injection, variable, dates, the secret's length;\n"
+                 "never the secret.\n"
+                 "\n"
+                 "  --json        one JSON object\n"
+                 "  -h, --help    this help\n"},
+        {"rm", "usage: vault rm NAME\n"
+               "\n"
+               "Delete a key. A running vproxy stops offering it from the next session on.\n"},
+        {"passwd", "usage: vault passwd [--kdf interactive|moderate|sensitive]\n"
+                   "\n"
+                   "Change the passphrase (new one from the terminal, twice, or the first line\n"
+                   "of $VAULT_NEW_PASSPHRASE_FILE). Restart vproxy afterwards.\n"
+                   "\n"
+                   "  --kdf COST    Argon2id cost for the new passphrase (default: keep)\n"
+                   "  -h, --help    this help\n"},
+        {"audit", "usage: vault audit [--session ID] [--key NAME] [--since WHEN] [--denied]\n"
+                  "                   [--json] [--follow | --summary]\n"
+                  "       vault audit verify\n"
+                  "\n"
+                  "Show the audit log vproxy writes: one record per session start and end and\n"
+                  "per request. Needs no passphrase. Filters combine.\n"
+                  "\n"
+                  "  --session ID  sessions whose id starts with ID\n"
+                  "  --key NAME    records that involve key NAME\n"
+                  "  --since WHEN  since a time ago (30s, 15m, 2h, 7d) or since an RFC 3339\n"
+                  "                time (2026-11-29T10:00:00Z) or date (2026-11-29)\n"
+                  "  --denied      denied requests only\n"
+                  "  --json        matching records exactly as stored (JSON Lines)\n"
+                  "  --follow      keep printing records as they are appended (Ctrl-C stops)\n"
+                  "  --summary     one line per session: requests, denied, bytes, hosts\n"
+                  "  -h, --help    this help\n"
+                  "\n"
+                  "`vault audit verify` checks the hash chain and HMACs (see its --help).\n"},
+        {"audit verify", "usage: vault audit verify\n"
+                         "\n"
+                         "Check that no audit record was edited, removed, reordered, inserted or\n"
+                         "forged. Asks for the passphrase (the HMAC key is in the vault). Exit 0\n"
+                         "when intact; else 1 and the first bad record as audit.log:LINE.\n"},
+        {"doctor", "usage: vault doctor [-v]\n"
+                   "\n"
+                   "Check the installation before relying on it: the vault directory and files\n"
+                   "and their permissions, the audit log, vproxy's files, then the containment\n"
+                   "probes of `vrun --check` (user namespaces, loopback-only network, masks,\n"
+                   "seccomp, Landlock, the proxy, the CA bundle). One ok/FAIL line per check;\n"
+                   "exit 1 when any fails. Needs no passphrase; with VAULT_PASSPHRASE_FILE set\n"
+                   "it also verifies the audit chain.\n"
+                   "\n"
+                   "  -v, --verbose  more detail (passed on to `vrun --check`)\n"
+                   "  -h, --help     this help\n"},
+        {"help", "usage: vault help [COMMAND]\n"},
+};
+
+/* The command being run, for the help hint of a usage error. */
+static const char *current_cmd;
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -92,7 +190,24 @@ usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs("\nTry `vault --help`.\n", stderr);
+	if (current_cmd != NULL)
+		fprintf(stderr, "\nTry `vault %s --help`.\n", current_cmd);
+	else
+		fputs("\nTry `vault --help`.\n", stderr);
+}
+
+/* getopt's '?' (unknown option) or ':' (missing value), with opterr = 0. */
+static void
+bad_option(const char *cmd, int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+
+	if (c == ':')
+		usage_error("%s: option '%s' needs a value", cmd, arg);
+	else if (optopt != 0 && strncmp(arg, "--", 2) != 0)
+		usage_error("%s: bad option '-%c'", cmd, optopt);
+	else
+		usage_error("%s: bad option '%s'", cmd, arg);
 }
 
 /* Report r; for system errors, errno and the object involved. */
@@ -122,6 +237,21 @@ print_usage(void)
 {
 	fputs(usage_text, stdout);
 	return finish_stdout();
+}
+
+/* Help for one command ("audit verify" included); the overview for NULL. */
+static int
+print_help(const char *cmd)
+{
+	if (cmd == NULL)
+		return print_usage();
+	for (size_t i = 0; i < sizeof(command_help) / sizeof(command_help[0]); i++)
+		if (strcmp(command_help[i].name, cmd) == 0) {
+			fputs(command_help[i].text, stdout);
+			return finish_stdout();
+		}
+	usage_error("help: no command '%s'", cmd);
+	return EXIT_USAGE;
 }
 
 static int
@@ -196,17 +326,16 @@ kdf_only_opts(int argc, char **argv, struct vault_kdf *kdf, const char *cmd)
 	                                     {NULL, 0, NULL, 0}};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			if (parse_kdf(optarg, kdf) != 0)
 				return EXIT_USAGE;
 			break;
 		case 'h':
-			printf("usage: vault %s [--kdf interactive|moderate|sensitive]\n", cmd);
-			return finish_stdout();
+			return print_help(cmd);
 		default:
-			usage_error("%s: bad option", cmd);
+			bad_option(cmd, c, argv);
 			return EXIT_USAGE;
 		}
 	}
@@ -438,7 +567,7 @@ cmd_add(int argc, char **argv)
 
 	if (vault_entry_new(&e) != 0)
 		return fail(VERR_NOMEM, "add");
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
 			if (add_host(e, optarg) != 0)
@@ -457,10 +586,10 @@ cmd_add(int argc, char **argv)
 			e->allow_http = 1;
 			break;
 		case 'h':
-			ret = print_usage();
+			ret = print_help("add");
 			goto out;
 		default:
-			usage_error("add: bad option");
+			bad_option("add", c, argv);
 			goto out;
 		}
 	}
@@ -606,15 +735,15 @@ json_only_opts(int argc, char **argv, int *json, int nargs, const char *cmd)
 	int c;
 
 	*json = 0;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			*json = 1;
 			break;
 		case 'h':
-			return print_usage();
+			return print_help(cmd);
 		default:
-			usage_error("%s: bad option", cmd);
+			bad_option(cmd, c, argv);
 			return EXIT_USAGE;
 		}
 	}
@@ -1126,10 +1255,10 @@ cmd_audit_verify(int argc, char **argv)
 	struct vault *v = NULL;
 	int c, r, ret = EXIT_FAILURE;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		if (c == 'h')
-			return print_usage();
-		usage_error("audit verify: bad option");
+			return print_help("audit verify");
+		bad_option("audit verify", c, argv);
 		return EXIT_USAGE;
 	}
 	if (optind != argc) {
@@ -1187,7 +1316,7 @@ cmd_audit(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "verify") == 0)
 		return cmd_audit_verify(argc - 1, argv + 1);
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			f.session = optarg;
@@ -1218,9 +1347,9 @@ cmd_audit(int argc, char **argv)
 			view.summary = 1;
 			break;
 		case 'h':
-			return print_usage();
+			return print_help("audit");
 		default:
-			usage_error("audit: bad option");
+			bad_option("audit", c, argv);
 			return EXIT_USAGE;
 		}
 	}
@@ -1286,15 +1415,334 @@ out:
 	return ret;
 }
 
+/* ---- doctor ---- */
+
+struct report {
+	int color, verbose;
+	unsigned checks, failed;
+};
+
+static void report_line(struct report *rep, int ok, const char *name, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/* "ok   name: detail" or "FAIL name: detail"; red/green only on a terminal without NO_COLOR. */
+static void
+report_line(struct report *rep, int ok, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	rep->checks++;
+	rep->failed += !ok;
+	if (rep->color)
+		printf("%s%-4s\033[0m ", ok ? "\033[32m" : "\033[1;31m", ok ? "ok" : "FAIL");
+	else
+		printf("%-4s ", ok ? "ok" : "FAIL");
+	printf("%s: ", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+/* A file vault or vproxy wrote: a regular file owned by us, 0600 at most. */
+static int
+private_file(const char *path, struct stat *st, char *why, size_t size)
+{
+	if (lstat(path, st) != 0) {
+		snprintf(why, size, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode) || st->st_uid != geteuid() || (st->st_mode & 077) != 0) {
+		snprintf(why, size,
+		         "%s: must be a regular file owned by you with mode 0600 (it is %04o, "
+		         "uid %lu): fix it with chmod 600",
+		         path, (unsigned)(st->st_mode & 07777), (unsigned long)st->st_uid);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+doctor_home(struct report *rep, const struct paths *p)
+{
+	int r = safefile_dir(p->home, 0);
+
+	if (r == VERR_SYSTEM && errno == ENOENT)
+		report_line(rep, 0, "vault home",
+		            "%s does not exist: create the vault with `vault init`", p->home);
+	else if (r != 0)
+		report_line(rep, 0, "vault home", "%s: %s", p->home,
+		            r == VERR_SYSTEM ? strerror(errno) : verr_strerror(r));
+	else
+		report_line(rep, 1, "vault home", "%s (private directory)", p->home);
+}
+
+/* The header says what the file is without the passphrase. */
+static void
+doctor_vault(struct report *rep, const struct paths *p)
+{
+	unsigned char head[VAULTFMT_HEADER_LEN + VAULTFMT_TAG_LEN];
+	struct vaultfmt_header h;
+	struct stat st;
+	char why[4200];
+	ssize_t n = -1;
+	int fd, r;
+
+	if (lstat(p->db, &st) != 0 && errno == ENOENT) {
+		report_line(rep, 0, "vault", "%s: %s", p->db, verr_strerror(VERR_VAULT_MISSING));
+		return;
+	}
+	if (private_file(p->db, &st, why, sizeof(why)) != 0) {
+		report_line(rep, 0, "vault", "%s", why);
+		return;
+	}
+	if ((fd = open(p->db, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) >= 0) {
+		do
+			n = read(fd, head, sizeof(head));
+		while (n < 0 && errno == EINTR);
+		close(fd);
+	}
+	if (n < 0) {
+		report_line(rep, 0, "vault", "%s: %s", p->db, strerror(errno));
+		return;
+	}
+	if ((r = vaultfmt_header_parse(head, (size_t)n, &h)) != 0) {
+		report_line(rep, 0, "vault", "%s: %s", p->db, verr_strerror(r));
+		return;
+	}
+	report_line(rep, 1, "vault", "%s (format %u, Argon2id, %lld bytes, mode 0600)", p->db,
+	            (unsigned)h.version, (long long)st.st_size);
+}
+
+static void
+doctor_audit(struct report *rep, const struct paths *p)
+{
+	struct audit_verify_result res;
+	struct secbuf *pass = NULL;
+	struct vault *v = NULL;
+	struct stat st;
+	char why[4200], when[32];
+	int r;
+
+	if (lstat(p->audit, &st) != 0 && errno == ENOENT) {
+		report_line(rep, 1, "audit log", "%s: no records yet (vproxy writes them)",
+		            p->audit);
+		return;
+	}
+	if (private_file(p->audit, &st, why, sizeof(why)) != 0) {
+		report_line(rep, 0, "audit log", "%s", why);
+		return;
+	}
+	format_time((int64_t)st.st_mtime, when, sizeof(when));
+	if (getenv("VAULT_PASSPHRASE_FILE") == NULL) {
+		report_line(
+		        rep, 1, "audit log",
+		        "%s (%lld bytes, last written %s; `vault audit verify` checks the chain)",
+		        p->audit, (long long)st.st_size, when);
+		return;
+	}
+	/* A passphrase without asking: verify the chain too. */
+	if ((r = passphrase_get("VAULT_PASSPHRASE_FILE", "Vault passphrase: ", 0, &pass)) == 0) {
+		r = vault_open(p, pass, VAULT_READ, &v);
+		secbuf_free(pass);
+	}
+	if (r != 0) {
+		report_line(rep, 0, "audit log", "cannot open the vault to verify it: %s",
+		            verr_strerror(r));
+		return;
+	}
+	r = audit_verify(p->audit, vault_audit_key(v), &res);
+	vault_close(v);
+	if (r == VERR_AUDIT_TAMPERED)
+		report_line(rep, 0, "audit log", "%s:%llu: %s: see `vault audit verify`", res.file,
+		            (unsigned long long)res.line, audit_bad_str(res.bad));
+	else if (r != 0)
+		report_line(rep, 0, "audit log", "%s: %s", p->audit, verr_strerror(r));
+	else
+		report_line(rep, 1, "audit log", "%s: intact, %llu records, last written %s",
+		            p->audit, (unsigned long long)res.records, when);
+}
+
+/* vproxy's runtime directory, pid file and log: private when they exist. */
+static void
+doctor_vproxy_files(struct report *rep, const struct paths *p)
+{
+	static const char *const names[] = {"vproxy.pid", "vproxy.log"};
+	char path[4200], why[4200];
+	struct stat st;
+	int r, bad = 0;
+
+	if (lstat(p->runtime, &st) != 0 && errno == ENOENT) {
+		report_line(rep, 1, "vproxy files", "%s not created yet (vproxy has not run)",
+		            p->runtime);
+		return;
+	}
+	if ((r = safefile_dir(p->runtime, 0)) != 0) {
+		report_line(rep, 0, "vproxy files", "%s: %s", p->runtime,
+		            r == VERR_SYSTEM ? strerror(errno) : verr_strerror(r));
+		return;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", i == 0 ? p->runtime : p->home, names[i]);
+		if (lstat(path, &st) != 0 && errno == ENOENT)
+			continue;
+		if (private_file(path, &st, why, sizeof(why)) != 0) {
+			report_line(rep, 0, "vproxy files", "%s", why);
+			bad = 1;
+		}
+	}
+	if (!bad)
+		report_line(rep, 1, "vproxy files", "%s and the pid file and log are private",
+		            p->runtime);
+}
+
+/*
+ * An unattended unlock (the systemd unit's file, or VAULT_PASSPHRASE_FILE):
+ * say where it is, and that it must be private. Pipes and /dev/fd are fine.
+ */
+static void
+doctor_passphrase_file(struct report *rep, const struct paths *p)
+{
+	const char *env = getenv("VAULT_PASSPHRASE_FILE");
+	char path[4200], why[4200];
+	struct stat st;
+
+	if (env != NULL && env[0] != '\0')
+		snprintf(path, sizeof(path), "%s", env);
+	else
+		snprintf(path, sizeof(path), "%s/passphrase", p->home);
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return;
+	if (private_file(path, &st, why, sizeof(why)) != 0)
+		report_line(rep, 0, "passphrase file", "%s", why);
+	else
+		report_line(rep, 1, "passphrase file",
+		            "%s is private; anything that reads your files as you can unlock the "
+		            "vault with it (see vproxy(1))",
+		            path);
+}
+
+/*
+ * The containment probes belong to vrun: run `vrun --check`, found next to
+ * this binary (an installation) or else in PATH. Its lines go straight to
+ * our stdout.
+ */
+static void
+doctor_containment(struct report *rep)
+{
+	char exe[4096], path[4200];
+	char *argv[4] = {(char *)"vrun", (char *)"--check", NULL, NULL};
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	const char *bin = "vrun";
+	char *slash;
+	pid_t pid;
+	int st;
+
+	if (n > 0) {
+		exe[n] = '\0';
+		if ((slash = strrchr(exe, '/')) != NULL) {
+			*slash = '\0';
+			snprintf(path, sizeof(path), "%s/vrun", exe);
+			if (access(path, X_OK) == 0)
+				bin = path;
+		}
+	}
+	if (rep->verbose)
+		argv[2] = (char *)"-v";
+	printf("-- containment: %s --check\n", bin);
+	if (fflush(stdout) != 0 || (pid = fork()) < 0) {
+		report_line(rep, 0, "containment", "cannot run vrun: %s", strerror(errno));
+		return;
+	}
+	if (pid == 0) {
+		execvp(bin, argv);
+		printf("FAIL containment: cannot run %s: %s (install vrun next to vault or in "
+		       "PATH)\n",
+		       bin, strerror(errno));
+		fflush(stdout);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			report_line(rep, 0, "containment", "waitpid: %s", strerror(errno));
+			return;
+		}
+	rep->checks++;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		rep->failed++;
+}
+
+static int
+cmd_doctor(int argc, char **argv)
+{
+	static const struct option opts[] = {{"verbose", no_argument, NULL, 'v'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	struct report rep = {0};
+	struct paths p = {0};
+	int c;
+
+	while ((c = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
+		switch (c) {
+		case 'v':
+			rep.verbose = 1;
+			break;
+		case 'h':
+			return print_help("doctor");
+		default:
+			bad_option("doctor", c, argv);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		usage_error("doctor: unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	rep.color = getenv("NO_COLOR") == NULL && isatty(STDOUT_FILENO);
+	if (load_paths(&p) != 0)
+		return EXIT_FAILURE;
+	doctor_home(&rep, &p);
+	doctor_vault(&rep, &p);
+	doctor_audit(&rep, &p);
+	doctor_vproxy_files(&rep, &p);
+	doctor_passphrase_file(&rep, &p);
+	doctor_containment(&rep);
+	paths_clear(&p);
+	if (rep.failed == 0)
+		printf("vault doctor: all checks passed\n");
+	else
+		printf("vault doctor: %u of %u checks FAILED: fix what the FAIL lines say before "
+		       "relying on vrun\n",
+		       rep.failed, rep.checks);
+	if (finish_stdout() != EXIT_SUCCESS)
+		return EXIT_FAILURE;
+	return rep.failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+static int
+cmd_help(int argc, char **argv)
+{
+	if (argc == 1)
+		return print_usage();
+	if (argc == 2)
+		return print_help(strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0
+		                          ? "help"
+		                          : argv[1]);
+	if (argc == 3 && strcmp(argv[1], "audit") == 0 && strcmp(argv[2], "verify") == 0)
+		return print_help("audit verify");
+	usage_error("help: expected at most one COMMAND");
+	return EXIT_USAGE;
+}
+
 int
 main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"init", cmd_init},  {"add", cmd_add}, {"list", cmd_list},
-	            {"show", cmd_show},  {"rm", cmd_rm},   {"passwd", cmd_passwd},
-	            {"audit", cmd_audit}};
+	} cmds[] = {{"init", cmd_init},   {"add", cmd_add},       {"list", cmd_list},
+	            {"show", cmd_show},   {"rm", cmd_rm},         {"passwd", cmd_passwd},
+	            {"audit", cmd_audit}, {"doctor", cmd_doctor}, {"help", cmd_help}};
 	int r;
 
 	if ((r = secbuf_process_setup()) != 0) {
@@ -1305,18 +1753,20 @@ main(int argc, char **argv)
 		fputs(usage_text, stderr);
 		return EXIT_USAGE;
 	}
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-	    strcmp(argv[1], "help") == 0)
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
 		return print_usage();
 	if (strcmp(argv[1], "--version") == 0) {
 		printf("vault %s\n", VRUN_VERSION);
 		return finish_stdout();
 	}
+	opterr = 0; /* bad_option() words the error */
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (strcmp(argv[1], cmds[i].name) == 0) {
 			optind = 1;
+			current_cmd = cmds[i].name;
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
-	usage_error("unknown command '%s'", argv[1]);
+	usage_error(argv[1][0] == '-' ? "'%s': expected a command first" : "unknown command '%s'",
+	            argv[1]);
 	return EXIT_USAGE;
 }
