@@ -93,6 +93,14 @@ pid_t sandbox_pgid(const struct sandbox *sb);
  */
 void sandbox_describe(const struct sandbox *sb, char *buf, size_t size);
 
+/*
+ * The proxy credential the command presents, as the userinfo "vrun:TOKEN",
+ * for vrun to hand to vproxy with the session; "" when the listener is
+ * private to the sandbox (Linux: its own network namespace). 0, or
+ * VERR_TOO_LARGE when buf is short.
+ */
+int sandbox_proxy_auth(const struct sandbox *sb, char *buf, size_t size);
+
 /* Kill anything still running in the sandbox and free it; NULL is ignored. */
 void sandbox_free(struct sandbox *sb);
 

@@ -6,6 +6,8 @@
 #include <string.h>
 
 static const unsigned char alpn_http11[] = "\x08http/1.1";
+/* What the client side accepts, in our order of preference. */
+static const unsigned char alpn_http1x[] = "\x08http/1.1\x08http/1.0";
 
 static int
 select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
@@ -13,9 +15,9 @@ select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const un
 {
 	(void)ssl;
 	(void)arg;
-	/* We speak HTTP/1.1 only; offering nothing else we understand is fatal. */
-	if (SSL_select_next_proto((unsigned char **)out, outlen, alpn_http11,
-	                          sizeof(alpn_http11) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+	/* We speak HTTP/1.x only; offering nothing else we understand (h2 alone) is fatal. */
+	if (SSL_select_next_proto((unsigned char **)out, outlen, alpn_http1x,
+	                          sizeof(alpn_http1x) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
 	return SSL_TLSEXT_ERR_OK;
 }

@@ -273,8 +273,10 @@ connect_vproxy(const struct paths *p, int *out)
 
 static int
 send_open(int ctl, const char *const *keys, size_t nkeys, const char *const *allow, size_t nallow,
-          const struct profile *prof, char *const *argv, int listen_fd)
+          const struct profile *prof, char *const *argv, int listen_fd, const struct sandbox *sb)
 {
+	char auth[256];
+
 	static struct ctl_writer w;
 	char cwd[4096];
 	size_t total = 0;
@@ -298,6 +300,12 @@ send_open(int ctl, const char *const *keys, size_t nkeys, const char *const *all
 		ctl_add_str(&w, CTL_T_CWD, cwd);
 	ctl_add_u64(&w, CTL_T_PID, (uint64_t)getpid());
 	ctl_add_str(&w, CTL_T_PROFILE, prof->name);
+	/* Where the listener is not private (macOS), vproxy must ask for a credential. */
+	auth[0] = '\0';
+	if (sb != NULL && sandbox_proxy_auth(sb, auth, sizeof(auth)) != 0)
+		return VERR_TOO_LARGE;
+	if (strncmp(auth, "vrun:", 5) == 0)
+		ctl_add_str(&w, CTL_T_PROXY_AUTH, auth + 5);
 	if (ctl_finish(&w) != 0)
 		return VERR_TOO_LARGE;
 	return ctl_send(ctl, &w, listen_fd);
@@ -789,7 +797,7 @@ check_session(struct check_report *rep, int ctl, const char *key, const struct p
 		           strerror(errno));
 		return -1;
 	}
-	r = send_open(ctl, keys, 1, NULL, 0, prof, audit_argv, listen_fd);
+	r = send_open(ctl, keys, 1, NULL, 0, prof, audit_argv, listen_fd, NULL);
 	if (r == 0)
 		r = ctl_recv(ctl, &in, &msg, &fd);
 	if (fd >= 0)
@@ -1127,7 +1135,7 @@ main(int argc, char **argv)
 	}
 
 	/* 3. The session: vproxy takes the listener and answers with placeholders. */
-	r = send_open(ctl, keys, nkeys, allow, nallow, prof, argv + optind, listen_fd);
+	r = send_open(ctl, keys, nkeys, allow, nallow, prof, argv + optind, listen_fd, sb);
 	close(listen_fd);
 	listen_fd = -1;
 	if (r == 0)

@@ -60,14 +60,6 @@
 int sandbox_init(const char *profile, uint64_t flags, char **errorbuf);
 void sandbox_free_error(char *errorbuf);
 
-/*
- * Proposed for sandbox.h (Linux would return "": its listener is private
- * to the sandbox): the proxy credential the command presents, as the
- * userinfo "vrun:TOKEN", for vrun to send to vproxy with the session.
- * 0, or VERR_TOO_LARGE when buf is short.
- */
-int sandbox_proxy_auth(const struct sandbox *sb, char *buf, size_t size);
-
 #define TOKEN_BYTES   16
 #define PROXY_USER    "vrun"
 #define BIND_ATTEMPTS 32
