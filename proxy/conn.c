@@ -9,6 +9,7 @@
 #include <event2/event.h>
 #include <event2/util.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -85,7 +86,8 @@ struct conn {
 	int resp_body;
 	uint64_t resp_left;
 	struct http_chunked resp_chunk;
-	struct scrub_stream *scrub; /* the current response body's scrubber */
+	struct scrub_stream *scrub; /* response bodies' scrubber, reused per connection */
+	uint64_t scrub_base;        /* its count when the current body started */
 	struct evbuffer *scratch;   /* scrubbed output on its way to the client */
 	int chunked_out;            /* re-chunking the body for the client */
 	int client_minor;           /* HTTP/1.x of the current request */
@@ -395,6 +397,19 @@ drained(struct bufferevent *bev, void *arg)
 
 static void upstream_event(struct bufferevent *bev, short what, void *arg);
 
+/*
+ * Small writes (a chunk terminator, a short head) must not wait for the
+ * peer's delayed ACK: proxied HTTP is request/response, not bulk.
+ */
+static void
+no_delay(evutil_socket_t fd)
+{
+	int one = 1;
+
+	if (fd >= 0)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 static int
 start_upstream_socket(struct conn *c, const struct sockaddr *sa, socklen_t salen)
 {
@@ -444,6 +459,7 @@ start_upstream_socket(struct conn *c, const struct sockaddr *sa, socklen_t salen
 	/* The address vproxy resolved itself: no second lookup anywhere. */
 	if (bufferevent_socket_connect(bev, sa, (int)salen) != 0)
 		return VERR_SYSTEM;
+	no_delay(bufferevent_getfd(bev));
 	return VERR_OK;
 }
 
@@ -1085,9 +1101,8 @@ finish_body(struct conn *c)
 	if (scrub_stream_finish(c->scrub, scrub_emit, c) != 0)
 		return -1;
 	flush_scrubbed(c);
-	c->scrubbed += scrub_stream_total(c->scrub);
-	scrub_stream_free(c->scrub);
-	c->scrub = NULL;
+	/* The stream stays for the next response on this connection: no remap per body. */
+	c->scrubbed += scrub_stream_total(c->scrub) - c->scrub_base;
 	/* No record, no clean end: the client sees a cut response, not a whole one. */
 	if (req_audit(c, c->resp_status, 0, allowed_reason(c)) != 0)
 		return -1;
@@ -1219,11 +1234,14 @@ pump_response(struct conn *c)
 				c->up_keep_alive = rs->keep_alive;
 				if (rs->body == HTTP_BODY_CHUNKED)
 					http_chunked_init(&c->resp_chunk, &c->limits);
-				if (body && scrub_stream_new(session_scrub(c->s), &c->scrub) != 0) {
+				if (body && c->scrub == NULL &&
+				    scrub_stream_new(session_scrub(c->s), &c->scrub) != 0) {
 					free(rs);
 					conn_close(c);
 					return;
 				}
+				if (body)
+					c->scrub_base = scrub_stream_total(c->scrub);
 			}
 			if (c->resp_started && !body &&
 			    req_audit(c, c->resp_status, 0, allowed_reason(c)) != 0) {
@@ -1427,6 +1445,7 @@ conn_start(struct session *s, struct conn_list *list, int fd)
 		list->first->prev = c;
 	list->first = c;
 	list->n++;
+	no_delay(fd);
 	c->cli = bufferevent_socket_new(session_base(s), fd,
 	                                BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (c->cli == NULL)
