@@ -24,6 +24,13 @@
 #define SESSION_CONNS_MAX 256
 #define CTL_KEYS_FOR_CA   16 /* at most CTL_MAX_KEYS keys per session */
 
+#define CTX_CACHE 8
+
+struct ctx_cache {
+	struct hostspec host;
+	SSL_CTX *ctx;
+};
+
 struct session {
 	char id[SESSION_ID_LEN + 1];
 	char *command;
@@ -44,6 +51,8 @@ struct session {
 	size_t nallow;
 	struct sessca *ca;
 	struct scrub_set *scrub;
+	struct ctx_cache ctxs[CTX_CACHE];
+	size_t ctx_next;
 	char *bundle;
 	const struct resolve_map *resolve;
 	struct conn_list conns;
@@ -450,8 +459,8 @@ session_tunnel_allowed(const struct session *s, const struct hostspec *target)
 	return 0;
 }
 
-SSL_CTX *
-session_upstream_ctx(const struct session *s, const struct hostspec *target)
+static SSL_CTX *
+make_upstream_ctx(const struct session *s, const struct hostspec *target)
 {
 	const unsigned char *pems[CTL_KEYS_FOR_CA];
 	size_t lens[CTL_KEYS_FOR_CA], n = 0;
@@ -469,6 +478,36 @@ session_upstream_ctx(const struct session *s, const struct hostspec *target)
 			}
 	}
 	return tlsctx_upstream(pems, lens, n);
+}
+
+/*
+ * Contexts are cached per destination for the session's lifetime: the
+ * trust store (system roots or the keys' CAs) is the same for every
+ * connection to it, and building it costs a PEM parse each time.
+ */
+SSL_CTX *
+session_upstream_ctx(const struct session *s, const struct hostspec *target)
+{
+	struct session *w = (struct session *)s;
+	struct ctx_cache *slot;
+	SSL_CTX *ctx;
+
+	for (size_t i = 0; i < CTX_CACHE; i++) {
+		slot = &w->ctxs[i];
+		if (slot->ctx != NULL && slot->host.port == target->port &&
+		    slot->host.kind == target->kind && strcmp(slot->host.host, target->host) == 0) {
+			SSL_CTX_up_ref(slot->ctx);
+			return slot->ctx;
+		}
+	}
+	if ((ctx = make_upstream_ctx(s, target)) == NULL)
+		return NULL;
+	slot = &w->ctxs[w->ctx_next++ % CTX_CACHE];
+	SSL_CTX_free(slot->ctx);
+	slot->host = *target;
+	slot->ctx = ctx;
+	SSL_CTX_up_ref(ctx);
+	return ctx;
 }
 
 struct evdns_base *
@@ -512,6 +551,8 @@ session_close(struct session *s)
 	sessca_free(s->ca);
 	scrub_set_free(s->scrub);
 	secbuf_free(s->proxy_auth);
+	for (size_t i = 0; i < CTX_CACHE; i++)
+		SSL_CTX_free(s->ctxs[i].ctx);
 	for (size_t i = 0; i < s->nkeys; i++)
 		vault_entry_free(s->keys[i]);
 	free(s->keys);
