@@ -16,6 +16,7 @@
 #include "vault.h"
 
 #define SESSION_MAX_ALLOW 64
+#define SESSION_KEYS_MAX  16 /* keys per session (the control protocol's CTL_MAX_KEYS) */
 #define SESSION_ID_LEN    16 /* hex characters */
 
 struct event_base;
@@ -89,7 +90,7 @@ int session_tunnel_allowed(const struct session *s, const struct hostspec *targe
  * bound to it (vault add --ca) when any has one, else the system roots.
  * A new reference (SSL_CTX_free), or NULL.
  */
-SSL_CTX *session_upstream_ctx(const struct session *s, const struct hostspec *target);
+SSL_CTX *session_upstream_ctx(struct session *s, const struct hostspec *target);
 
 /* The DNS resolver for names without a --resolve entry (made on first use). */
 struct evdns_base *session_dns(struct session *s);

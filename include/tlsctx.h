@@ -12,10 +12,11 @@
 
 /*
  * The process-wide context for connections from the child: TLS >= 1.2,
- * ALPN limited to http/1.1 (a client that offers only h2 fails the
- * handshake). Certificates are set per connection. NULL on failure.
+ * ALPN limited to http/1.1 and http/1.0 (a client that offers only h2
+ * fails the handshake), sni_cb checking the server name. Certificates are
+ * set per connection. Made on the first call; NULL on failure.
  */
-SSL_CTX *tlsctx_client_side(void);
+SSL_CTX *tlsctx_client_side(int (*sni_cb)(SSL *ssl, int *alert, void *arg));
 
 /*
  * A context for connections to upstream servers trusting the system roots

@@ -43,9 +43,6 @@
 #define WM_HIGH (256 * 1024)
 #define WM_LOW  (64 * 1024)
 
-/* Keys per session: the control protocol allows at most 16. */
-#define SESSION_KEYS_MAX 16
-
 enum conn_state {
 	C_FIRST_HEAD = 1, /* reading CONNECT or an absolute-form request */
 	C_UP_CONNECTING,  /* resolving and connecting upstream */
@@ -901,7 +898,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg);
 static void
 start_tls(struct conn *c)
 {
-	SSL_CTX *ctx = tlsctx_client_side();
+	SSL_CTX *ctx = tlsctx_client_side(check_sni);
 	struct bufferevent *tls;
 	X509 *cert = NULL;
 	EVP_PKEY *key = NULL;
@@ -912,7 +909,6 @@ start_tls(struct conn *c)
 		respond_error(c, 502, "Bad Gateway", "TLS unavailable");
 		return;
 	}
-	SSL_CTX_set_tlsext_servername_callback(ctx, check_sni);
 	if ((r = sessca_leaf(session_ca(c->s), &c->target, &cert, &key)) != 0 ||
 	    (ssl = SSL_new(ctx)) == NULL || SSL_use_certificate(ssl, cert) != 1 ||
 	    SSL_use_PrivateKey(ssl, key) != 1) {

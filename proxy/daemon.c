@@ -24,6 +24,8 @@
 #define CLIENT_TIMEOUT_SEC 10 /* to send a message while holding no session */
 #define COMMAND_MAX        1024
 
+_Static_assert(CTL_MAX_KEYS <= SESSION_KEYS_MAX, "a session must hold every key a request names");
+
 struct daemon;
 
 struct client {

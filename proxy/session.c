@@ -22,7 +22,6 @@
 #include "verr.h"
 
 #define SESSION_CONNS_MAX 256
-#define CTL_KEYS_FOR_CA   16 /* at most CTL_MAX_KEYS keys per session */
 
 #define CTX_CACHE 8
 
@@ -207,9 +206,9 @@ session_proxy_auth_ok(const struct session *s, const char *value, size_t len)
 }
 
 static int
-audit_start(struct session *s, const struct session_params *p)
+audit_start(struct session *s)
 {
-	const char *names[16];
+	const char *names[SESSION_KEYS_MAX];
 	char allow[SESSION_MAX_ALLOW][HOSTSPEC_NAME_MAX + 16];
 	const char *allowp[SESSION_MAX_ALLOW];
 	struct audit_session_start st;
@@ -218,7 +217,7 @@ audit_start(struct session *s, const struct session_params *p)
 	if (s->audit == NULL)
 		return VERR_OK;
 	memset(&st, 0, sizeof(st));
-	for (size_t i = 0; i < s->nkeys && i < 16; i++)
+	for (size_t i = 0; i < s->nkeys; i++)
 		names[i] = s->keys[i]->name;
 	for (size_t i = 0; i < s->nallow; i++) {
 		hostspec_format(&s->allow[i], allow[i], sizeof(allow[i]));
@@ -229,11 +228,10 @@ audit_start(struct session *s, const struct session_params *p)
 	st.command = s->command;
 	st.cwd = s->cwd;
 	st.keys = names;
-	st.nkeys = s->nkeys < 16 ? s->nkeys : 16;
+	st.nkeys = s->nkeys;
 	st.profile = s->profile[0] != '\0' ? s->profile : NULL;
 	st.allow_hosts = allowp;
 	st.nallow_hosts = s->nallow;
-	(void)p;
 	if ((r = audit_log_session_start(s->audit, s->id, &st)) == 0)
 		s->started = 1;
 	return r;
@@ -282,7 +280,7 @@ session_open(struct event_base *base, const struct session_params *p, struct ses
 	int r;
 
 	*out = NULL;
-	if (p->nkeys == 0 || p->nallow > SESSION_MAX_ALLOW)
+	if (p->nkeys == 0 || p->nkeys > SESSION_KEYS_MAX || p->nallow > SESSION_MAX_ALLOW)
 		return VERR_INVALID;
 	if ((r = check_listener(p->listen_fd)) != 0)
 		return r;
@@ -333,7 +331,7 @@ session_open(struct event_base *base, const struct session_params *p, struct ses
 	if (p->proxy_token != NULL && (r = make_proxy_auth(s, p->proxy_token)) != 0)
 		goto fail;
 	/* Fail closed: a session whose start cannot be recorded does not start. */
-	if ((r = audit_start(s, p)) != 0)
+	if ((r = audit_start(s)) != 0)
 		goto fail;
 	if ((s->retry_ev = evtimer_new(base, retry_accept, s)) == NULL) {
 		r = VERR_NOMEM;
@@ -462,10 +460,10 @@ session_tunnel_allowed(const struct session *s, const struct hostspec *target)
 static SSL_CTX *
 make_upstream_ctx(const struct session *s, const struct hostspec *target)
 {
-	const unsigned char *pems[CTL_KEYS_FOR_CA];
-	size_t lens[CTL_KEYS_FOR_CA], n = 0;
+	const unsigned char *pems[SESSION_KEYS_MAX];
+	size_t lens[SESSION_KEYS_MAX], n = 0;
 
-	for (size_t i = 0; i < s->nkeys && n < CTL_KEYS_FOR_CA; i++) {
+	for (size_t i = 0; i < s->nkeys && n < SESSION_KEYS_MAX; i++) {
 		const struct vault_entry *e = s->keys[i];
 
 		if (e->ca_len == 0)
@@ -486,14 +484,13 @@ make_upstream_ctx(const struct session *s, const struct hostspec *target)
  * connection to it, and building it costs a PEM parse each time.
  */
 SSL_CTX *
-session_upstream_ctx(const struct session *s, const struct hostspec *target)
+session_upstream_ctx(struct session *s, const struct hostspec *target)
 {
-	struct session *w = (struct session *)s;
 	struct ctx_cache *slot;
 	SSL_CTX *ctx;
 
 	for (size_t i = 0; i < CTX_CACHE; i++) {
-		slot = &w->ctxs[i];
+		slot = &s->ctxs[i];
 		if (slot->ctx != NULL && slot->host.port == target->port &&
 		    slot->host.kind == target->kind && strcmp(slot->host.host, target->host) == 0) {
 			SSL_CTX_up_ref(slot->ctx);
@@ -502,7 +499,7 @@ session_upstream_ctx(const struct session *s, const struct hostspec *target)
 	}
 	if ((ctx = make_upstream_ctx(s, target)) == NULL)
 		return NULL;
-	slot = &w->ctxs[w->ctx_next++ % CTX_CACHE];
+	slot = &s->ctxs[s->ctx_next++ % CTX_CACHE];
 	SSL_CTX_free(slot->ctx);
 	slot->host = *target;
 	slot->ctx = ctx;

@@ -23,7 +23,7 @@ select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const un
 }
 
 SSL_CTX *
-tlsctx_client_side(void)
+tlsctx_client_side(int (*sni_cb)(SSL *ssl, int *alert, void *arg))
 {
 	static SSL_CTX *ctx;
 
@@ -41,6 +41,7 @@ tlsctx_client_side(void)
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_num_tickets(ctx, 0);
 	SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
+	SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
 	return ctx;
 }
 
