@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vrunctl  # noqa: E402
+from testpki import make_certs, upstream_records  # noqa: E402
 
 VAULT, VPROXY = sys.argv[1], sys.argv[2]
 UPSTREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "upstream.py")
@@ -39,28 +40,6 @@ def run(args, env, stdin=None, check_rc=True):
     if check_rc and r.returncode != 0:
         raise RuntimeError("%s: rc %d: %s" % (args, r.returncode, r.stderr.decode()))
     return r
-
-
-def make_certs(d):
-    def openssl(*a):
-        subprocess.run(["openssl"] + list(a), check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", d + "/ca.key", "-out", d + "/ca.pem", "-days", "1",
-            "-subj", "/CN=vrun test upstream CA")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", d + "/up.key", "-out", d + "/up.csr", "-subj", "/CN=api.test")
-    with open(d + "/ext", "w") as f:
-        f.write("subjectAltName=DNS:api.test,DNS:noca.test\n")
-    openssl("x509", "-req", "-in", d + "/up.csr", "-CA", d + "/ca.pem", "-CAkey", d + "/ca.key",
-            "-CAcreateserial", "-out", d + "/up.pem", "-days", "1", "-extfile", d + "/ext")
-
-
-def upstream_records(log):
-    if not os.path.exists(log):
-        return []
-    with open(log) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def tls_through_proxy(port, host, upport, ca, sni=None):
@@ -110,7 +89,7 @@ def main():
         with open(tmp + "/pass", "w") as f:
             f.write("test passphrase %s\n" % os.urandom(8).hex())
         os.chmod(tmp + "/pass", 0o600)
-        make_certs(tmp)
+        make_certs(tmp, ["api.test", "noca.test"], "vrun test upstream CA")
         up = subprocess.Popen([sys.executable, UPSTREAM, "--cert", tmp + "/up.pem", "--key",
                                tmp + "/up.key", "--log", log], stdout=subprocess.PIPE)
         port = int(up.stdout.readline())

@@ -33,6 +33,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 UPSTREAM = os.path.join(SRC, "tests", "integration", "upstream.py")
+sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+from testpki import make_certs, upstream_records  # noqa: E402
 PROBE = os.path.join(HERE, "probe.py")
 PROFILES = os.path.join(SRC, "profiles")
 SKIP = 77
@@ -107,28 +109,6 @@ def _kill_uid(uid):
                 os.kill(int(p), signal.SIGKILL)
         except OSError:
             pass
-
-
-def make_certs(d):
-    def openssl(*a):
-        subprocess.run(["openssl"] + list(a), check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", d + "/ca.key", "-out", d + "/ca.pem", "-days", "1",
-            "-subj", "/CN=vrun runner test CA")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", d + "/up.key", "-out", d + "/up.csr", "-subj", "/CN=api.test")
-    with open(d + "/ext", "w") as f:
-        f.write("subjectAltName=DNS:api.test\n")
-    openssl("x509", "-req", "-in", d + "/up.csr", "-CA", d + "/ca.pem", "-CAkey", d + "/ca.key",
-            "-CAcreateserial", "-out", d + "/up.pem", "-days", "1", "-extfile", d + "/ext")
-
-
-def upstream_records(log):
-    if not os.path.exists(log):
-        return []
-    with open(log) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def proc_with_cmdline(needle):
@@ -240,7 +220,7 @@ def main(argv):
                 f.write(text)
         with open(shm, "w") as f:
             f.write("host shared memory")
-        make_certs(tmp)
+        make_certs(tmp, ["api.test"], "vrun runner test CA")
         log = tmp + "/upstream.log"
         up = subprocess.Popen([sys.executable, UPSTREAM, "--cert", tmp + "/up.pem", "--key",
                                tmp + "/up.key", "--log", log], stdout=subprocess.PIPE)
