@@ -618,10 +618,14 @@ def main(argv):
         p = subprocess.Popen([vrun_bin, "-k", "deploy", "--", sys.executable, "-c",
                               "import signal, sys, time\n"
                               "signal.signal(signal.SIGINT, lambda *a: sys.exit(9))\n"
-                              "print('READY', flush=True)\ntime.sleep(20)"],
+                              "print('READY', flush=True)\n"
+                              "for _ in range(400): time.sleep(0.05)"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              stdin=subprocess.DEVNULL)
         ready = p.stdout.readline() == b"READY\n"
+        # Python runs its handler between bytecodes: a signal that lands just
+        # before a long sleep() starts would wait for the sleep to end, hence
+        # short sleeps.
         p.send_signal(signal.SIGINT)
         rc = p.wait(timeout=20)
         check(ready and rc == 9, "SIGINT to vrun reaches the command (its handler exits 9)", rc)
