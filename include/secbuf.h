@@ -13,6 +13,7 @@ struct secbuf {
 	unsigned char *data; /* sodium_malloc'd, cap bytes */
 	size_t len;          /* bytes in use */
 	size_t cap;
+	size_t room; /* private: bytes data really has (>= cap), for reuse */
 };
 
 /*
@@ -44,5 +45,20 @@ int secbuf_readwrite(struct secbuf *b);
 
 /* Wipe and release; NULL is fine. */
 void secbuf_free(struct secbuf *b);
+
+/*
+ * Reuse instead of unmapping. Mapping, guarding, locking and unmapping a
+ * region costs about a dozen system calls; vproxy needs a few short-lived
+ * buffers per request. With a pool of up to max_bytes, secbuf_free wipes a
+ * buffer (all of it, whatever its state) and keeps it, still guarded and
+ * locked; secbuf_new hands out the smallest kept one that fits (wiped,
+ * read-write, len 0, cap as asked). 0 turns the pool off and frees what it
+ * holds. The pool is process-wide and not thread-safe: only for
+ * single-threaded programs.
+ */
+void secbuf_pool_enable(size_t max_bytes);
+
+/* What the pool holds now: buffers and bytes (for tests and status). */
+void secbuf_pool_stats(size_t *buffers, size_t *bytes);
 
 #endif

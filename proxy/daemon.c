@@ -17,12 +17,14 @@
 
 #include "ctlproto.h"
 #include "safefile.h"
+#include "secbuf.h"
 #include "session.h"
 #include "verr.h"
 
 #define MAX_CLIENTS        256
 #define CLIENT_TIMEOUT_SEC 10 /* to send a message while holding no session */
 #define COMMAND_MAX        1024
+#define DAEMON_SECBUF_POOL (512 * 1024) /* wiped, locked buffers kept for reuse */
 
 _Static_assert(CTL_MAX_KEYS <= SESSION_KEYS_MAX, "a session must hold every key a request names");
 
@@ -545,6 +547,8 @@ daemon_run(struct vault *v, const struct daemon_opts *o, int lockfd, int ctlfd, 
 	signal(SIGPIPE, SIG_IGN);
 	/* A file size limit must fail the audit write (-> 503), not kill us. */
 	signal(SIGXFSZ, SIG_IGN);
+	/* Single-threaded: per-request secret buffers are reused, wiped, not remapped. */
+	secbuf_pool_enable(DAEMON_SECBUF_POOL);
 	if ((d = calloc(1, sizeof(*d))) == NULL)
 		goto out;
 	d->vault = v;
@@ -590,5 +594,6 @@ out:
 	close(ctlfd);
 	close(lockfd);
 	vault_close(v);
+	secbuf_pool_enable(0);
 	return r;
 }

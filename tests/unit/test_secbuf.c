@@ -54,6 +54,83 @@ test_equal(void **state)
 	secbuf_free(d);
 }
 
+/* Pooled buffers come back wiped, read-write, bounded by the size asked. */
+static void
+test_pool_reuse_wipes(void **state)
+{
+	struct secbuf *a, *b;
+	unsigned char *data;
+	size_t n, bytes;
+
+	(void)state;
+	secbuf_pool_enable(1 << 20);
+	assert_int_equal(secbuf_new(100, &a), 0);
+	assert_true(a->room >= 100);
+	memset(a->data, 'S', a->room);
+	a->len = 100;
+	data = a->data;
+	assert_int_equal(secbuf_noaccess(a), 0);
+	secbuf_free(a);
+	secbuf_pool_stats(&n, &bytes);
+	assert_int_equal(n, 1);
+	assert_true(bytes >= 100);
+
+	assert_int_equal(secbuf_new(90, &b), 0);
+	assert_ptr_equal(b->data, data); /* the same region, reused */
+	assert_int_equal(b->len, 0);
+	assert_int_equal(b->cap, 90);
+	for (size_t i = 0; i < b->room; i++)
+		assert_int_equal(b->data[i], 0);
+	b->data[0] = 1; /* writable again */
+	/* The capacity is what was asked for, not what the region has. */
+	assert_int_equal(secbuf_append(b, data, 91), VERR_TOO_LARGE);
+	secbuf_pool_stats(&n, NULL);
+	assert_int_equal(n, 0);
+	secbuf_free(b);
+	secbuf_pool_enable(0);
+	secbuf_pool_stats(&n, &bytes);
+	assert_int_equal(n, 0);
+	assert_int_equal(bytes, 0);
+}
+
+/* A small request never takes a big buffer; the pool never outgrows its cap. */
+static void
+test_pool_bounds(void **state)
+{
+	struct secbuf *big, *small, *bufs[80];
+	unsigned char *bigdata;
+	size_t n, bytes;
+
+	(void)state;
+	secbuf_pool_enable(64 * 1024);
+	assert_int_equal(secbuf_new(40000, &big), 0);
+	bigdata = big->data;
+	secbuf_free(big);
+	assert_int_equal(secbuf_new(10, &small), 0);
+	assert_ptr_not_equal(small->data, bigdata);
+	assert_true(small->room < 4096);
+	secbuf_free(small);
+
+	for (size_t i = 0; i < 80; i++)
+		assert_int_equal(secbuf_new(4000, &bufs[i]), 0);
+	for (size_t i = 0; i < 80; i++)
+		secbuf_free(bufs[i]);
+	secbuf_pool_stats(&n, &bytes);
+	assert_true(bytes <= 64 * 1024);
+	assert_true(n <= 64);
+	/* Lowering the cap releases what no longer fits. */
+	secbuf_pool_enable(8192);
+	secbuf_pool_stats(&n, &bytes);
+	assert_true(bytes <= 8192);
+	secbuf_pool_enable(0);
+	/* Off: freed buffers are unmapped, not kept. */
+	assert_int_equal(secbuf_new(10, &small), 0);
+	secbuf_free(small);
+	secbuf_pool_stats(&n, &bytes);
+	assert_int_equal(n, 0);
+	assert_int_equal(bytes, 0);
+}
+
 static void
 test_noaccess_faults(void **state)
 {
@@ -99,10 +176,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_append_bounds),
-	        cmocka_unit_test(test_equal),
-	        cmocka_unit_test(test_noaccess_faults),
-	        cmocka_unit_test(test_process_setup),
+	        cmocka_unit_test(test_append_bounds),    cmocka_unit_test(test_equal),
+	        cmocka_unit_test(test_pool_reuse_wipes), cmocka_unit_test(test_pool_bounds),
+	        cmocka_unit_test(test_noaccess_faults),  cmocka_unit_test(test_process_setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
