@@ -37,7 +37,12 @@ struct audit {
 	int fd;
 	char *path;
 	char *dir;
-	struct secbuf *key;
+	/*
+	 * HMAC state keyed once (read-only) and the state of the record being
+	 * signed, both secret-equivalent: re-keying or unprotecting the key for
+	 * every record would cost syscalls on each request.
+	 */
+	struct secbuf *keyed, *work;
 	uint64_t seq;                  /* last record's seq; 0 when none */
 	char prev[AUDIT_HASH_HEX + 1]; /* hash of the last record's line */
 	uint64_t size;                 /* of the current file */
@@ -327,9 +332,15 @@ audit_open(const char *path, const struct secbuf *key, struct audit **out)
 	/* Whoever can write the directory can swap the log; it must be ours alone. */
 	if ((r = safefile_dir(a->dir, 0)) != 0)
 		goto out;
-	if ((r = secbuf_dup(key->data, key->len, &a->key)) != 0)
+	if ((r = secbuf_new(sizeof(crypto_auth_hmacsha256_state), &a->keyed)) != 0 ||
+	    (r = secbuf_new(sizeof(crypto_auth_hmacsha256_state), &a->work)) != 0)
 		goto out;
-	secbuf_noaccess(a->key);
+	if (crypto_auth_hmacsha256_init((crypto_auth_hmacsha256_state *)(void *)a->keyed->data,
+	                                key->data, key->len) != 0 ||
+	    secbuf_readonly(a->keyed) != 0) {
+		r = VERR_CRYPTO;
+		goto out;
+	}
 	if ((r = open_current(a)) != 0 || (r = load_tail(a)) != 0)
 		goto out;
 	*out = a;
@@ -381,7 +392,8 @@ audit_close(struct audit *a)
 		return;
 	if (a->fd >= 0)
 		close(a->fd);
-	secbuf_free(a->key);
+	secbuf_free(a->keyed);
+	secbuf_free(a->work);
 	free(a->path);
 	free(a->dir);
 	free(a);
@@ -494,7 +506,8 @@ audit_append(struct audit *a, const char *type, const char *session, json_t *fie
 	char *text = NULL, *line = NULL, when[32], mac_hex[AUDIT_HASH_HEX + 1];
 	unsigned char mac[crypto_auth_hmacsha256_BYTES];
 	size_t tlen, llen, off;
-	int r = VERR_INVALID, keyok;
+	crypto_auth_hmacsha256_state *st;
+	int r = VERR_INVALID, macok;
 
 	if (a == NULL || !valid_type(type) || session == NULL || *session == '\0' ||
 	    (fields != NULL && !json_is_object(fields)))
@@ -534,14 +547,15 @@ audit_append(struct audit *a, const char *type, const char *session, json_t *fie
 		goto out;
 	}
 	/* The HMAC input is the record as serialised, ending in "prev":"..."} . */
-	keyok = secbuf_readonly(a->key) == 0;
-	if (!keyok ||
-	    crypto_auth_hmacsha256(mac, (const unsigned char *)text, tlen, a->key->data) != 0) {
-		secbuf_noaccess(a->key);
+	st = (crypto_auth_hmacsha256_state *)(void *)a->work->data;
+	memcpy(st, a->keyed->data, sizeof(*st));
+	macok = crypto_auth_hmacsha256_update(st, (const unsigned char *)text, tlen) == 0 &&
+	        crypto_auth_hmacsha256_final(st, mac) == 0;
+	secbuf_clear(a->work);
+	if (!macok) {
 		r = VERR_CRYPTO;
 		goto out;
 	}
-	secbuf_noaccess(a->key);
 	sodium_bin2hex(mac_hex, sizeof(mac_hex), mac, sizeof(mac));
 
 	llen = tlen - 1 + HMAC_SUFFIX_LEN; /* without the newline */
