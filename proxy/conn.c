@@ -43,6 +43,13 @@
 #define WM_HIGH (256 * 1024)
 #define WM_LOW  (64 * 1024)
 
+/*
+ * Response bytes staged up to this size are joined before TLS sees them:
+ * the TLS layer writes one record per buffer piece, and a small response
+ * (head, chunk, terminator) should be one record, not three.
+ */
+#define STAGE_JOIN (16 * 1024)
+
 enum conn_state {
 	C_FIRST_HEAD = 1, /* reading CONNECT or an absolute-form request */
 	C_UP_CONNECTING,  /* resolving and connecting upstream */
@@ -86,6 +93,7 @@ struct conn {
 	struct scrub_stream *scrub; /* response bodies' scrubber, reused per connection */
 	uint64_t scrub_base;        /* its count when the current body started */
 	struct evbuffer *scratch;   /* scrubbed output on its way to the client */
+	struct evbuffer *stage;     /* response bytes for the client, sent in one piece */
 	int chunked_out;            /* re-chunking the body for the client */
 	int client_minor;           /* HTTP/1.x of the current request */
 	/* Accounting of the current request, for status and the audit record. */
@@ -243,11 +251,31 @@ linger_check(evutil_socket_t fd, short what, void *arg)
 	finish_after_flush(c->cli, c);
 }
 
+/* Hand what the response staged to the client's side, joined when small. */
+static void
+send_staged(struct conn *c)
+{
+	struct evbuffer *out;
+	size_t n = evbuffer_get_length(c->stage);
+
+	if (n == 0 || c->cli == NULL)
+		return;
+	out = bufferevent_get_output(c->cli);
+	if (n <= STAGE_JOIN)
+		(void)evbuffer_pullup(c->stage, -1); /* on failure: more records, same bytes */
+	evbuffer_add_buffer(out, c->stage);
+	if (evbuffer_get_length(out) >= WM_HIGH && c->up != NULL) {
+		bufferevent_disable(c->up, EV_READ);
+		bufferevent_setwatermark(c->cli, EV_WRITE, WM_LOW, 0);
+	}
+}
+
 static void
 respond(struct conn *c, int status, const char *text, const char *why, const char *extra)
 {
 	struct evbuffer *out;
 
+	send_staged(c); /* a relayed 1xx head comes first */
 	if (!c->in_request)
 		req_begin(c, "", 0, "", 0);
 	/* A refusal is recorded before it is sent; without a record, 503. */
@@ -339,6 +367,8 @@ conn_close(struct conn *c)
 	scrub_stream_free(c->scrub); /* may hold the start of a secret: wiped */
 	if (c->scratch != NULL)
 		evbuffer_free(c->scratch);
+	if (c->stage != NULL)
+		evbuffer_free(c->stage);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -969,6 +999,7 @@ relay_chunked(struct conn *c, struct http_chunked *ch, struct bufferevent *src,
 static void
 response_done(struct conn *c)
 {
+	send_staged(c);
 	c->in_request = 0;
 	if (!c->req_done || !c->client_keep_alive) {
 		/* Answered before the body was sent, or the client said close. */
@@ -1012,25 +1043,20 @@ scrub_emit(void *arg, const void *p, size_t len)
 	return evbuffer_add(c->scratch, p, len) == 0 ? 0 : VERR_NOMEM;
 }
 
-/* Send what the scrubber released, as one chunk when re-chunking. */
+/* Stage what the scrubber released, as one chunk when re-chunking. */
 static void
 flush_scrubbed(struct conn *c)
 {
-	struct evbuffer *out = bufferevent_get_output(c->cli);
 	size_t n = evbuffer_get_length(c->scratch);
 
 	if (n == 0)
 		return;
 	if (c->chunked_out)
-		evbuffer_add_printf(out, "%zx\r\n", n);
-	evbuffer_add_buffer(out, c->scratch);
+		evbuffer_add_printf(c->stage, "%zx\r\n", n);
+	evbuffer_add_buffer(c->stage, c->scratch);
 	if (c->chunked_out)
-		evbuffer_add(out, "\r\n", 2);
+		evbuffer_add(c->stage, "\r\n", 2);
 	c->bytes_down += n;
-	if (evbuffer_get_length(out) >= WM_HIGH && c->up != NULL) {
-		bufferevent_disable(c->up, EV_READ);
-		bufferevent_setwatermark(c->cli, EV_WRITE, WM_LOW, 0);
-	}
 }
 
 /* Scrub n payload bytes at the front of the upstream input, then drop them. */
@@ -1103,7 +1129,8 @@ finish_body(struct conn *c)
 	if (req_audit(c, c->resp_status, 0, allowed_reason(c)) != 0)
 		return -1;
 	if (c->chunked_out)
-		evbuffer_add(bufferevent_get_output(c->cli), "0\r\n\r\n", 5);
+		evbuffer_add(c->stage, "0\r\n\r\n", 5);
+	send_staged(c);
 	return 0;
 }
 
@@ -1168,7 +1195,7 @@ forward_head(struct conn *c, const struct http_response *rs, const char *raw, si
 		goto out;
 	for (size_t i = 0; i < scrub_set_nkeys(session_scrub(c->s)); i++)
 		c->scrubbed += counts[i];
-	if (evbuffer_add(bufferevent_get_output(c->cli), clean, cleanlen) != 0)
+	if (evbuffer_add(c->stage, clean, cleanlen) != 0)
 		goto out;
 	c->bytes_down += cleanlen;
 	r = 0;
@@ -1192,8 +1219,10 @@ pump_response(struct conn *c)
 			const char *buf;
 			int n, body;
 
-			if (len == 0)
+			if (len == 0) {
+				send_staged(c);
 				return;
+			}
 			if (len > c->limits.max_head + 1)
 				len = c->limits.max_head + 1;
 			if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)len)) == NULL ||
@@ -1204,6 +1233,7 @@ pump_response(struct conn *c)
 			n = http_parse_response(buf, len, &c->limits, c->req_is_head, 0, rs);
 			if (n == HTTP_INCOMPLETE) {
 				free(rs);
+				send_staged(c);
 				return;
 			}
 			if (n == HTTP_ERROR || rs->status == 101) {
@@ -1278,7 +1308,9 @@ pump_response(struct conn *c)
 					return;
 				}
 				response_done(c);
+				return;
 			}
+			send_staged(c);
 			return;
 		}
 		case HTTP_BODY_CHUNKED: {
@@ -1294,12 +1326,16 @@ pump_response(struct conn *c)
 					return;
 				}
 				response_done(c);
+				return;
 			}
+			send_staged(c);
 			return;
 		}
 		default: /* close-delimited: all of it until EOF */
 			if (scrub_input(c, evbuffer_get_length(in)) != 0)
 				conn_close(c);
+			else
+				send_staged(c);
 			return;
 		}
 	}
@@ -1446,7 +1482,8 @@ conn_start(struct session *s, struct conn_list *list, int fd)
 	                                BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (c->cli == NULL)
 		evutil_closesocket(fd);
-	if (c->cli == NULL || (c->scratch = evbuffer_new()) == NULL) {
+	if (c->cli == NULL || (c->scratch = evbuffer_new()) == NULL ||
+	    (c->stage = evbuffer_new()) == NULL) {
 		conn_close(c);
 		return;
 	}
