@@ -69,6 +69,8 @@ struct sessca;
 struct inject_key;
 struct evdns_base;
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+typedef struct ssl_session_st SSL_SESSION;
 
 struct event_base *session_base(const struct session *s);
 struct sessca *session_ca(const struct session *s);
@@ -90,7 +92,17 @@ int session_tunnel_allowed(const struct session *s, const struct hostspec *targe
  * bound to it (vault add --ca) when any has one, else the system roots.
  * A new reference (SSL_CTX_free), or NULL.
  */
-SSL_CTX *session_upstream_ctx(struct session *s, const struct hostspec *target);
+SSL_CTX *session_upstream_ctx(struct session *s, const struct hostspec *target,
+                              int (*new_session)(SSL *ssl, SSL_SESSION *sess));
+
+/*
+ * TLS session resumption upstream, per vproxy session and destination:
+ * the last resumable session a verified upstream of target handed out (a
+ * new reference, or NULL), and keeping a new one (the reference passes to
+ * the session, which frees it when it has no slot for target).
+ */
+SSL_SESSION *session_upstream_ticket(struct session *s, const struct hostspec *target);
+void session_keep_ticket(struct session *s, const struct hostspec *target, SSL_SESSION *sess);
 
 /* The DNS resolver for names without a --resolve entry (made on first use). */
 struct evdns_base *session_dns(struct session *s);

@@ -24,7 +24,11 @@ SSL_CTX *tlsctx_client_side(int (*sni_cb)(SSL *ssl, int *alert, void *arg));
  * Verification is mandatory (SSL_VERIFY_PEER), TLS >= 1.2, ALPN
  * http/1.1. The system-roots context is shared (one reference is added
  * for the caller); release with SSL_CTX_free. NULL on failure.
+ * new_session, when given, receives each session the server lets us resume
+ * (the SSL_CTX_sess_set_new_cb contract: 1 when it keeps the reference);
+ * OpenSSL keeps none itself.
  */
-SSL_CTX *tlsctx_upstream(const unsigned char *const *pems, const size_t *lens, size_t n);
+SSL_CTX *tlsctx_upstream(const unsigned char *const *pems, const size_t *lens, size_t n,
+                         int (*new_session)(SSL *ssl, SSL_SESSION *sess));
 
 #endif

@@ -437,23 +437,45 @@ no_delay(evutil_socket_t fd)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/*
+ * A resumable session from a verified upstream: a copy is kept for the
+ * next connection of this vproxy session to the same destination, so it
+ * skips the certificate exchange. Only a verified handshake produces one.
+ * A copy, because OpenSSL marks the connection's own session object
+ * unresumable when the connection is freed without a shutdown, which is
+ * how vproxy drops upstream connections.
+ */
+static int
+upstream_ticket(SSL *ssl, SSL_SESSION *sess)
+{
+	struct conn *c = SSL_get_app_data(ssl);
+	SSL_SESSION *copy;
+
+	if (c != NULL && SSL_SESSION_is_resumable(sess) &&
+	    SSL_get_verify_result(ssl) == X509_V_OK && (copy = SSL_SESSION_dup(sess)) != NULL)
+		session_keep_ticket(c->s, &c->target, copy);
+	return 0; /* the original stays OpenSSL's */
+}
+
 static int
 start_upstream_socket(struct conn *c, const struct sockaddr *sa, socklen_t salen)
 {
 	struct bufferevent *bev;
 	SSL_CTX *ctx;
+	SSL_SESSION *ticket;
 	SSL *ssl;
 
 	if (c->tunnel || c->plain) {
 		bev = bufferevent_socket_new(session_base(c->s), -1,
 		                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	} else {
-		if ((ctx = session_upstream_ctx(c->s, &c->target)) == NULL)
+		if ((ctx = session_upstream_ctx(c->s, &c->target, upstream_ticket)) == NULL)
 			return VERR_CRYPTO;
 		ssl = SSL_new(ctx);
 		SSL_CTX_free(ctx);
 		if (ssl == NULL)
 			return VERR_CRYPTO;
+		SSL_set_app_data(ssl, c);
 		/* Verify the name we were asked for, and send it as SNI (not for IPs). */
 		if (c->target.kind == HOSTSPEC_NAME) {
 			if (SSL_set_tlsext_host_name(ssl, c->target.host) != 1 ||
@@ -486,6 +508,12 @@ start_upstream_socket(struct conn *c, const struct sockaddr *sa, socklen_t salen
 	/* The address vproxy resolved itself: no second lookup anywhere. */
 	if (bufferevent_socket_connect(bev, sa, (int)salen) != 0)
 		return VERR_SYSTEM;
+	/* After the connect: it clears the SSL. The handshake has not begun. */
+	if ((ssl = bufferevent_openssl_get_ssl(bev)) != NULL &&
+	    (ticket = session_upstream_ticket(c->s, &c->target)) != NULL) {
+		(void)SSL_set_session(ssl, ticket); /* on failure: a full handshake */
+		SSL_SESSION_free(ticket);
+	}
 	no_delay(bufferevent_getfd(bev));
 	return VERR_OK;
 }

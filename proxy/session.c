@@ -28,6 +28,7 @@
 struct ctx_cache {
 	struct hostspec host;
 	SSL_CTX *ctx;
+	SSL_SESSION *ticket; /* to resume the next connection to host */
 };
 
 struct session {
@@ -458,7 +459,8 @@ session_tunnel_allowed(const struct session *s, const struct hostspec *target)
 }
 
 static SSL_CTX *
-make_upstream_ctx(const struct session *s, const struct hostspec *target)
+make_upstream_ctx(const struct session *s, const struct hostspec *target,
+                  int (*new_session)(SSL *ssl, SSL_SESSION *sess))
 {
 	const unsigned char *pems[SESSION_KEYS_MAX];
 	size_t lens[SESSION_KEYS_MAX], n = 0;
@@ -475,7 +477,7 @@ make_upstream_ctx(const struct session *s, const struct hostspec *target)
 				break;
 			}
 	}
-	return tlsctx_upstream(pems, lens, n);
+	return tlsctx_upstream(pems, lens, n, new_session);
 }
 
 /*
@@ -483,28 +485,64 @@ make_upstream_ctx(const struct session *s, const struct hostspec *target)
  * trust store (system roots or the keys' CAs) is the same for every
  * connection to it, and building it costs a PEM parse each time.
  */
+static struct ctx_cache *
+ctx_slot(struct session *s, const struct hostspec *target)
+{
+	for (size_t i = 0; i < CTX_CACHE; i++) {
+		struct ctx_cache *slot = &s->ctxs[i];
+
+		if (slot->ctx != NULL && slot->host.port == target->port &&
+		    slot->host.kind == target->kind && strcmp(slot->host.host, target->host) == 0)
+			return slot;
+	}
+	return NULL;
+}
+
 SSL_CTX *
-session_upstream_ctx(struct session *s, const struct hostspec *target)
+session_upstream_ctx(struct session *s, const struct hostspec *target,
+                     int (*new_session)(SSL *ssl, SSL_SESSION *sess))
 {
 	struct ctx_cache *slot;
 	SSL_CTX *ctx;
 
-	for (size_t i = 0; i < CTX_CACHE; i++) {
-		slot = &s->ctxs[i];
-		if (slot->ctx != NULL && slot->host.port == target->port &&
-		    slot->host.kind == target->kind && strcmp(slot->host.host, target->host) == 0) {
-			SSL_CTX_up_ref(slot->ctx);
-			return slot->ctx;
-		}
+	if ((slot = ctx_slot(s, target)) != NULL) {
+		SSL_CTX_up_ref(slot->ctx);
+		return slot->ctx;
 	}
-	if ((ctx = make_upstream_ctx(s, target)) == NULL)
+	if ((ctx = make_upstream_ctx(s, target, new_session)) == NULL)
 		return NULL;
 	slot = &s->ctxs[s->ctx_next++ % CTX_CACHE];
 	SSL_CTX_free(slot->ctx);
+	SSL_SESSION_free(slot->ticket);
 	slot->host = *target;
 	slot->ctx = ctx;
+	slot->ticket = NULL;
 	SSL_CTX_up_ref(ctx);
 	return ctx;
+}
+
+SSL_SESSION *
+session_upstream_ticket(struct session *s, const struct hostspec *target)
+{
+	struct ctx_cache *slot = ctx_slot(s, target);
+
+	if (slot == NULL || slot->ticket == NULL)
+		return NULL;
+	SSL_SESSION_up_ref(slot->ticket);
+	return slot->ticket;
+}
+
+void
+session_keep_ticket(struct session *s, const struct hostspec *target, SSL_SESSION *sess)
+{
+	struct ctx_cache *slot = ctx_slot(s, target);
+
+	if (slot == NULL) {
+		SSL_SESSION_free(sess);
+		return;
+	}
+	SSL_SESSION_free(slot->ticket);
+	slot->ticket = sess;
 }
 
 struct evdns_base *
@@ -548,8 +586,10 @@ session_close(struct session *s)
 	sessca_free(s->ca);
 	scrub_set_free(s->scrub);
 	secbuf_free(s->proxy_auth);
-	for (size_t i = 0; i < CTX_CACHE; i++)
+	for (size_t i = 0; i < CTX_CACHE; i++) {
 		SSL_CTX_free(s->ctxs[i].ctx);
+		SSL_SESSION_free(s->ctxs[i].ticket);
+	}
 	for (size_t i = 0; i < s->nkeys; i++)
 		vault_entry_free(s->keys[i]);
 	free(s->keys);

@@ -82,8 +82,19 @@ add_pem(X509_STORE *store, const unsigned char *pem, size_t len)
 	return added;
 }
 
+static void
+set_tickets(SSL_CTX *ctx, int (*new_session)(SSL *ssl, SSL_SESSION *sess))
+{
+	if (new_session == NULL)
+		return;
+	SSL_CTX_set_session_cache_mode(ctx,
+	                               SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, new_session);
+}
+
 SSL_CTX *
-tlsctx_upstream(const unsigned char *const *pems, const size_t *lens, size_t n)
+tlsctx_upstream(const unsigned char *const *pems, const size_t *lens, size_t n,
+                int (*new_session)(SSL *ssl, SSL_SESSION *sess))
 {
 	static SSL_CTX *system;
 	SSL_CTX *ctx;
@@ -98,6 +109,7 @@ tlsctx_upstream(const unsigned char *const *pems, const size_t *lens, size_t n)
 				return NULL;
 			}
 		}
+		set_tickets(system, new_session);
 		SSL_CTX_up_ref(system);
 		return system;
 	}
@@ -108,5 +120,6 @@ tlsctx_upstream(const unsigned char *const *pems, const size_t *lens, size_t n)
 			SSL_CTX_free(ctx);
 			return NULL;
 		}
+	set_tickets(ctx, new_session);
 	return ctx;
 }

@@ -269,6 +269,24 @@ def main():
         except (ssl.SSLError, OSError):
             check(True, "an h2-only client is refused")
 
+        # Upstream TLS resumption: within a session and for the same destination
+        # only; a resumed connection still gets the key injected.
+        s8 = vrunctl.Session(runtime, ["deploy"])
+        resumed = []
+        for i in range(3):
+            r = subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
+                                "http://127.0.0.1:%d" % s8.port, "--cacert", s8.ca_path,
+                                "https://%s/resume%d" % (hp, i)], capture_output=True, timeout=60)
+            rec = upstream_records(log)[-1]
+            hdrs = dict((k.lower(), v) for k, v in rec["headers"])
+            resumed.append((r.returncode, rec["path"] == "/resume%d" % i, rec["tls_resumed"],
+                            hdrs.get("authorization") == "Bearer " + secret_bearer))
+        check(resumed[0] == (0, True, False, True),
+              "a new session's first upstream connection is a full handshake %r" % resumed)
+        check(resumed[1:] == [(0, True, True, True)] * 2,
+              "later connections to the same upstream resume it, key injected %r" % resumed)
+        check(s8.close(), "resumption session closed")
+
         # A malformed control message costs that client, never the daemon.
         c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         c.connect(vrunctl.socket_path(runtime))

@@ -35,7 +35,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.rfile.readline()
         record = {"method": self.command, "path": self.path,
                   "headers": [[k, v] for k, v in self.headers.items()],
-                  "body": body.decode("latin-1")}
+                  "body": body.decode("latin-1"),
+                  "tls_resumed": bool(getattr(self.connection, "session_reused", False))}
         with open(self.server.log, "a") as f:
             f.write(json.dumps(record) + "\n")
         out = json.dumps(record).encode()
