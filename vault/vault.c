@@ -23,6 +23,8 @@ struct vault {
 	struct vaultfmt_header hdr;
 	struct secbuf *key;
 	struct vaultfmt_contents c;
+	struct stat seen; /* the file vault_refresh last loaded */
+	int have_seen;
 };
 
 /* ---- KDF ---- */
@@ -477,6 +479,15 @@ out:
 	return r;
 }
 
+static int
+same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mode == b->st_mode && a->st_uid == b->st_uid &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
 int
 vault_refresh(struct vault *v)
 {
@@ -485,8 +496,16 @@ vault_refresh(struct vault *v)
 	struct secbuf *pt = NULL;
 	unsigned char *file = NULL;
 	size_t flen = 0;
-	int r;
+	struct stat st;
+	int r, have_st;
 
+	/*
+	 * Every change is a rename of a new file, and chmod or chown moves
+	 * ctime: the same inode with the same times is what was loaded.
+	 */
+	have_st = lstat(v->db, &st) == 0;
+	if (have_st && v->have_seen && same_file(&st, &v->seen))
+		return VERR_OK;
 	if ((r = safefile_read(v->db, VAULTFMT_FILE_MAX, &file, &flen)) != 0) {
 		if (r == VERR_SYSTEM && errno == ENOENT)
 			r = VERR_VAULT_MISSING;
@@ -508,6 +527,10 @@ vault_refresh(struct vault *v)
 	vaultfmt_contents_clear(&v->c);
 	v->c = c;
 	v->hdr = h;
+	/* Only a file that did not change while it was read counts as seen. */
+	v->have_seen = 0;
+	if (have_st && lstat(v->db, &v->seen) == 0 && same_file(&st, &v->seen))
+		v->have_seen = 1;
 	r = VERR_OK;
 out:
 	free(file);

@@ -268,6 +268,14 @@ test_refresh(void **state)
 	assert_int_equal(vault_refresh(daemon), 0);
 	assert_int_equal(vault_count(daemon), n + 1);
 	assert_int_equal(vault_find(daemon, "fresh", &f), 0);
+	/* Unchanged: kept. Opened up to others (ctime moves): read again, refused. */
+	assert_int_equal(vault_refresh(daemon), 0);
+	assert_int_equal(chmod(P.db, 0644), 0);
+	assert_int_not_equal(vault_refresh(daemon), 0);
+	assert_int_not_equal(vault_refresh(daemon), 0);
+	assert_int_equal(chmod(P.db, 0600), 0);
+	assert_int_equal(vault_refresh(daemon), 0);
+	assert_int_equal(vault_find(daemon, "fresh", &f), 0);
 
 	/* After a passphrase change the old key cannot open it: say so, keep state. */
 	assert_int_equal(vault_open(&P, pass, VAULT_WRITE, &w), 0);
