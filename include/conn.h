@@ -12,6 +12,29 @@
 struct conn;
 struct session;
 
+/*
+ * Timeouts of a connection, in seconds (vproxy start --timeout NAME=SEC).
+ * head: to send a complete request head; idle: between requests on a
+ * kept-alive connection; connect: resolve + TCP + upstream TLS; handshake:
+ * the client's TLS handshake; exchange: no byte moved either way while a
+ * request is relayed (slow bodies, slow readers).
+ */
+struct conn_timeouts {
+	int head, idle, connect, handshake, exchange;
+};
+
+#define CONN_TIMEOUTS_DEFAULT                                                                      \
+	{                                                                                          \
+		30, 60, 10, 10, 120                                                                \
+	}
+#define CONN_TIMEOUT_MAX 86400
+
+/*
+ * Set one timeout from "NAME=SECONDS" (1..CONN_TIMEOUT_MAX). VERR_INVALID
+ * for an unknown name or a bad number.
+ */
+int conn_timeout_set(struct conn_timeouts *t, const char *spec);
+
 /* The connections of one session, so the session can end them all. */
 struct conn_list {
 	struct conn *first;

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "conn.h"
 #include "paths.h"
 #include "resolve.h"
 #include "vault.h"
@@ -19,8 +20,9 @@ struct audit;
 
 struct daemon_opts {
 	const struct paths *paths;
-	struct resolve_map *resolve; /* --resolve overrides; borrowed */
-	struct audit *audit;         /* the open audit log; borrowed */
+	struct resolve_map *resolve;          /* --resolve overrides; borrowed */
+	const struct conn_timeouts *timeouts; /* --timeout; borrowed */
+	struct audit *audit;                  /* the open audit log; borrowed */
 };
 
 /*

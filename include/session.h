@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "conn.h"
 #include "hostspec.h"
 #include "resolve.h"
 #include "vault.h"
@@ -35,7 +36,8 @@ struct session_params {
 	int listen_fd; /* ownership moves in on success */
 	const char *runtime_dir;
 	const struct resolve_map *resolve;
-	struct audit *audit; /* session start/end and every request */
+	const struct conn_timeouts *timeouts; /* borrowed; NULL: the defaults */
+	struct audit *audit;                  /* session start/end and every request */
 	/*
 	 * When set, every connection must open with Proxy-Authorization:
 	 * Basic base64("vrun:" token), checked in constant time (macOS, where
@@ -76,6 +78,7 @@ struct event_base *session_base(const struct session *s);
 struct sessca *session_ca(const struct session *s);
 const struct inject_key *session_inject_keys(const struct session *s, size_t *n);
 const struct resolve_map *session_resolve(const struct session *s);
+const struct conn_timeouts *session_timeouts(const struct session *s);
 
 /* The scrubbing patterns of the session's secrets (scrub.h). */
 struct scrub_set;

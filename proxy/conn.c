@@ -32,13 +32,6 @@
 #include "tlsctx.h"
 #include "verr.h"
 
-/* Timeouts (seconds). */
-#define T_HEAD      30  /* to send a complete request head */
-#define T_IDLE      60  /* between requests on a kept-alive connection */
-#define T_CONNECT   10  /* resolve + TCP connect + upstream TLS */
-#define T_HANDSHAKE 10  /* client TLS handshake */
-#define T_EXCHANGE  120 /* no byte moved in either direction */
-
 /* Backpressure: stop reading a side while the other's output exceeds HIGH. */
 #define WM_HIGH (256 * 1024)
 #define WM_LOW  (64 * 1024)
@@ -69,6 +62,7 @@ struct conn {
 	struct bufferevent *up;  /* upstream: TLS or plain */
 	struct evdns_getaddrinfo_request *dns;
 	struct event *linger;   /* polls the socket below TLS while closing */
+	struct event *deadline; /* a request head must be complete by then */
 	struct hostspec target; /* canonical destination */
 	int tunnel;             /* opaque (--allow-host) */
 	int plain;              /* plain-HTTP absolute-form request */
@@ -126,39 +120,98 @@ bound_input(struct conn *c, struct bufferevent *bev)
 	bufferevent_setwatermark(bev, EV_READ, 0, c->limits.max_head + 1);
 }
 
+/*
+ * Reading and writing both time out: a peer that stops reading holds
+ * output that cannot drain. Below a TLS filter the socket's own output
+ * must drain too.
+ */
 static void
 set_timeouts(struct bufferevent *bev, int sec)
 {
 	struct timeval tv = {sec, 0};
+	struct bufferevent *under;
 
-	if (bev != NULL)
-		bufferevent_set_timeouts(bev, &tv, NULL);
+	if (bev == NULL)
+		return;
+	bufferevent_set_timeouts(bev, &tv, &tv);
+	if ((under = bufferevent_get_underlying(bev)) != NULL)
+		bufferevent_set_timeouts(under, NULL, &tv);
+}
+
+static void
+arm_deadline(struct conn *c)
+{
+	struct timeval tv = {session_timeouts(c->s)->head, 0};
+
+	if (c->deadline != NULL && !evtimer_pending(c->deadline, NULL))
+		evtimer_add(c->deadline, &tv);
+}
+
+int
+conn_timeout_set(struct conn_timeouts *t, const char *spec)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} names[] = {{"head", offsetof(struct conn_timeouts, head)},
+	             {"idle", offsetof(struct conn_timeouts, idle)},
+	             {"connect", offsetof(struct conn_timeouts, connect)},
+	             {"handshake", offsetof(struct conn_timeouts, handshake)},
+	             {"exchange", offsetof(struct conn_timeouts, exchange)}};
+	const char *eq = strchr(spec, '=');
+	char *end;
+	long v;
+
+	if (eq == NULL || eq[1] < '0' || eq[1] > '9')
+		return VERR_INVALID;
+	errno = 0;
+	v = strtol(eq + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 1 || v > CONN_TIMEOUT_MAX)
+		return VERR_INVALID;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i].name) == (size_t)(eq - spec) &&
+		    strncmp(names[i].name, spec, (size_t)(eq - spec)) == 0) {
+			*(int *)(void *)((char *)t + names[i].off) = (int)v;
+			return VERR_OK;
+		}
+	return VERR_INVALID;
 }
 
 /* The one place the state changes, with the timeout that goes with it. */
 static void
 set_state(struct conn *c, enum conn_state st)
 {
+	const struct conn_timeouts *t = session_timeouts(c->s);
+
 	c->state = st;
+	/*
+	 * The first head has its deadline from the accept; later heads from
+	 * their first byte (parse_request). Resetting on every byte would let
+	 * a client that trickles a head hold the connection for ever.
+	 */
+	if (st == C_FIRST_HEAD)
+		arm_deadline(c);
+	else if (c->deadline != NULL)
+		evtimer_del(c->deadline);
 	switch (st) {
 	case C_FIRST_HEAD:
 	case C_REQ_HEAD:
-		set_timeouts(c->cli, st == C_REQ_HEAD && c->up_ready ? T_IDLE : T_HEAD);
+		set_timeouts(c->cli, st == C_REQ_HEAD && c->up_ready ? t->idle : t->head);
 		break;
 	case C_UP_CONNECTING:
-		set_timeouts(c->cli, T_CONNECT);
-		set_timeouts(c->up, T_CONNECT);
+		set_timeouts(c->cli, t->connect);
+		set_timeouts(c->up, t->connect);
 		break;
 	case C_TLS_ACCEPT:
-		set_timeouts(c->cli, T_HANDSHAKE);
+		set_timeouts(c->cli, t->handshake);
 		break;
 	case C_TUNNEL:
 	case C_EXCHANGE:
-		set_timeouts(c->cli, T_EXCHANGE);
-		set_timeouts(c->up, T_EXCHANGE);
+		set_timeouts(c->cli, t->exchange);
+		set_timeouts(c->up, t->exchange);
 		break;
 	case C_CLOSING:
-		set_timeouts(c->cli, T_HANDSHAKE);
+		set_timeouts(c->cli, t->handshake);
 		break;
 	}
 }
@@ -215,6 +268,15 @@ req_audit(struct conn *c, int status, int denied, const char *reason)
 }
 
 static void linger_check(evutil_socket_t fd, short what, void *arg);
+
+/* While closing: a timeout or error ends it, the last bytes undelivered. */
+static void
+closing_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	conn_close(arg);
+}
 
 /*
  * Close once the last bytes are on the wire. With TLS, the filter's own
@@ -299,7 +361,7 @@ respond(struct conn *c, int status, const char *text, const char *why, const cha
 		c->up = NULL;
 	}
 	bufferevent_disable(c->cli, EV_READ);
-	bufferevent_setcb(c->cli, NULL, finish_after_flush, NULL, c);
+	bufferevent_setcb(c->cli, NULL, finish_after_flush, closing_event, c);
 	bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
 	set_state(c, C_CLOSING);
 	bufferevent_enable(c->cli, EV_WRITE);
@@ -310,6 +372,17 @@ static void
 respond_error(struct conn *c, int status, const char *text, const char *why)
 {
 	respond(c, status, text, why, "");
+}
+
+static void
+head_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->state == C_FIRST_HEAD || c->state == C_REQ_HEAD)
+		respond_error(c, 408, "Request Timeout", "request head not received in time");
 }
 
 /* The listener is not private (macOS): the session's credential is required. */
@@ -359,6 +432,8 @@ conn_close(struct conn *c)
 		evdns_getaddrinfo_cancel(c->dns); /* its callback sees the cancel, not us */
 	if (c->linger != NULL)
 		event_free(c->linger);
+	if (c->deadline != NULL)
+		event_free(c->deadline);
 	if (c->up != NULL)
 		bufferevent_free(c->up);
 	if (c->cli != NULL)
@@ -504,7 +579,7 @@ start_upstream_socket(struct conn *c, const struct sockaddr *sa, socklen_t salen
 	c->up = bev;
 	bufferevent_setcb(bev, upstream_read, drained, upstream_event, c);
 	bound_input(c, bev);
-	set_timeouts(bev, T_CONNECT);
+	set_timeouts(bev, session_timeouts(c->s)->connect);
 	/* The address vproxy resolved itself: no second lookup anywhere. */
 	if (bufferevent_socket_connect(bev, sa, (int)salen) != 0)
 		return VERR_SYSTEM;
@@ -668,7 +743,7 @@ upstream_event(struct bufferevent *bev, short what, void *arg)
 		bufferevent_free(c->up);
 		c->up = NULL;
 		set_state(c, C_CLOSING);
-		bufferevent_setcb(c->cli, NULL, finish_after_flush, NULL, c);
+		bufferevent_setcb(c->cli, NULL, finish_after_flush, closing_event, c);
 		finish_after_flush(c->cli, c);
 		return;
 	}
@@ -816,6 +891,8 @@ parse_request(struct conn *c)
 
 	if (len == 0)
 		return;
+	if (c->state == C_REQ_HEAD)
+		arm_deadline(c); /* from its first byte */
 	/*
 	 * A head can only complete with a new LF: re-parsing on every byte of a
 	 * slow sender would cost quadratic CPU.
@@ -989,6 +1066,13 @@ start_tls(struct conn *c)
 		conn_close(c);
 		return;
 	}
+	/*
+	 * Without a limit below it, the filter would move every byte it is
+	 * given into the socket's output: a client that stops reading would
+	 * have vproxy buffer the whole response. Capped, the bytes wait above,
+	 * where the watermarks stop reading upstream.
+	 */
+	bufferevent_setwatermark(c->cli, EV_WRITE, 0, WM_LOW);
 	c->cli = tls;
 	bufferevent_setcb(tls, client_read, drained, client_event, c);
 	bound_input(c, tls);
@@ -1032,7 +1116,7 @@ response_done(struct conn *c)
 	if (!c->req_done || !c->client_keep_alive) {
 		/* Answered before the body was sent, or the client said close. */
 		set_state(c, C_CLOSING);
-		bufferevent_setcb(c->cli, NULL, finish_after_flush, NULL, c);
+		bufferevent_setcb(c->cli, NULL, finish_after_flush, closing_event, c);
 		bufferevent_disable(c->cli, EV_READ);
 		finish_after_flush(c->cli, c);
 		return;
@@ -1511,7 +1595,8 @@ conn_start(struct session *s, struct conn_list *list, int fd)
 	if (c->cli == NULL)
 		evutil_closesocket(fd);
 	if (c->cli == NULL || (c->scratch = evbuffer_new()) == NULL ||
-	    (c->stage = evbuffer_new()) == NULL) {
+	    (c->stage = evbuffer_new()) == NULL ||
+	    (c->deadline = evtimer_new(session_base(s), head_deadline, c)) == NULL) {
 		conn_close(c);
 		return;
 	}

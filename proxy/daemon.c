@@ -265,6 +265,7 @@ op_open(struct client *c, const struct ctl_msg *m)
 	sp.listen_fd = c->passed_fd;
 	sp.runtime_dir = d->o->paths->runtime;
 	sp.resolve = d->o->resolve;
+	sp.timeouts = d->o->timeouts;
 	sp.audit = d->o->audit;
 	sp.proxy_token = ctl_nth(m, CTL_T_PROXY_AUTH, 0) != NULL ? token : NULL;
 	if ((r = session_open(d->base, &sp, &c->session)) != 0) {

@@ -52,7 +52,8 @@
 #define PATH_BUFMAX 4096
 
 static const char usage_text[] =
-        "usage: vproxy start [--foreground] [--resolve HOST:PORT:ADDR]... [-v]\n"
+        "usage: vproxy start [--foreground] [--resolve HOST:PORT:ADDR]...\n"
+        "                    [--timeout NAME=SECONDS]... [-v]\n"
         "       vproxy stop\n"
         "       vproxy status [--json | --keys] [-v]\n"
         "       vproxy help [COMMAND] | --help | --version\n"
@@ -73,6 +74,10 @@ static const char usage_text[] =
         "  --resolve HOST:PORT:ADDR\n"
         "               connect to ADDR (IPv4 or [IPv6]) for HOST:PORT instead of\n"
         "               asking DNS, like curl's --resolve; repeatable\n"
+        "  --timeout NAME=SECONDS\n"
+        "               change a connection timeout: head (30: to send a request\n"
+        "               head), idle (60: between requests), connect (10), handshake\n"
+        "               (10), exchange (120: nothing moves while relaying); repeatable\n"
         "  -v, --verbose  also print where the socket, pid file and log are\n"
         "\n"
         "status options:\n"
@@ -88,7 +93,8 @@ static const char usage_text[] =
         "exit status: 0 success, 1 failure, 2 usage error, 3 not running (status)\n";
 
 static const char start_usage[] =
-        "usage: vproxy start [--foreground] [--resolve HOST:PORT:ADDR]... [-v]\n"
+        "usage: vproxy start [--foreground] [--resolve HOST:PORT:ADDR]...\n"
+        "                    [--timeout NAME=SECONDS]... [-v]\n"
         "\n"
         "Unlock the vault (passphrase from the terminal or the first line of\n"
         "$VAULT_PASSPHRASE_FILE) and serve vrun sessions. Returns once the proxy is\n"
@@ -98,6 +104,17 @@ static const char start_usage[] =
         "                   sends READY=1 to $NOTIFY_SOCKET (systemd Type=notify)\n"
         "  --resolve HOST:PORT:ADDR\n"
         "                   connect to ADDR for HOST:PORT instead of asking DNS;\n"
+        "                   repeatable\n"
+        "  --timeout NAME=SECONDS\n"
+        "                   seconds (1-86400) a connection may take for:\n"
+        "                   head       a whole request head, from its first byte (30)\n"
+        "                   idle       the next request on a kept-alive one (60)\n"
+        "                   connect    resolving and connecting upstream, TLS\n"
+        "                              included (10)\n"
+        "                   handshake  the client's TLS handshake, and the last\n"
+        "                              bytes of a closing connection (10)\n"
+        "                   exchange   while relaying, with no byte moving in\n"
+        "                              either direction (120)\n"
         "                   repeatable\n"
         "  -v, --verbose    print where the socket, pid file and log are\n"
         "  -h, --help       this help\n";
@@ -607,9 +624,10 @@ serve(struct vault *v, struct daemon_opts *o, int lockfd, int ctlfd, int ready_f
 }
 
 static int
-cmd_start(const struct paths *p, int foreground, int verbose, struct resolve_map *rm)
+cmd_start(const struct paths *p, int foreground, int verbose, struct resolve_map *rm,
+          const struct conn_timeouts *to)
 {
-	struct daemon_opts o = {p, rm, NULL};
+	struct daemon_opts o = {p, rm, to, NULL};
 	struct secbuf *pass = NULL;
 	struct vault *v = NULL;
 	int r, lockfd = -1, ctlfd = -1, logfd = -1, ready[2] = {-1, -1}, fd;
@@ -740,16 +758,18 @@ main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"foreground", no_argument, NULL, 'f'},
 	                                     {"resolve", required_argument, NULL, 'r'},
+	                                     {"timeout", required_argument, NULL, 't'},
 	                                     {"json", no_argument, NULL, 'j'},
 	                                     {"keys", no_argument, NULL, 'k'},
 	                                     {"verbose", no_argument, NULL, 'v'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	static struct resolve_map rm;
+	struct conn_timeouts to = CONN_TIMEOUTS_DEFAULT;
 	enum status_mode mode = STATUS_TEXT;
 	struct paths p;
 	const char *cmd, *help;
-	int c, r, foreground = 0, verbose = 0, ret;
+	int c, r, foreground = 0, verbose = 0, ret, timeouts = 0;
 
 	if ((r = secbuf_process_setup()) != 0)
 		return fail(r, "cannot protect process memory");
@@ -794,6 +814,16 @@ main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			break;
+		case 't':
+			if (conn_timeout_set(&to, optarg) != 0) {
+				usage_error(
+				        "--timeout '%s': expected NAME=SECONDS, NAME one of head, "
+				        "idle, connect, handshake, exchange, SECONDS 1-%d",
+				        optarg, CONN_TIMEOUT_MAX);
+				return EXIT_USAGE;
+			}
+			timeouts = 1;
+			break;
 		case 'j':
 			mode = STATUS_JSON;
 			break;
@@ -817,8 +847,8 @@ main(int argc, char **argv)
 		usage_error("%s: unexpected argument '%s'", cmd, argv[optind]);
 		return EXIT_USAGE;
 	}
-	if (strcmp(cmd, "start") != 0 && (foreground || rm.n > 0)) {
-		usage_error("--foreground and --resolve go with start");
+	if (strcmp(cmd, "start") != 0 && (foreground || rm.n > 0 || timeouts)) {
+		usage_error("--foreground, --resolve and --timeout go with start");
 		return EXIT_USAGE;
 	}
 	if (strcmp(cmd, "status") != 0 && mode != STATUS_TEXT) {
@@ -832,7 +862,7 @@ main(int argc, char **argv)
 	if ((r = paths_resolve(&p)) != 0)
 		return fail(r, "VAULT_HOME");
 	if (strcmp(cmd, "start") == 0)
-		ret = cmd_start(&p, foreground, verbose, &rm);
+		ret = cmd_start(&p, foreground, verbose, &rm, &to);
 	else if (strcmp(cmd, "stop") == 0)
 		ret = cmd_stop(&p);
 	else

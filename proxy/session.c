@@ -55,6 +55,7 @@ struct session {
 	size_t ctx_next;
 	char *bundle;
 	const struct resolve_map *resolve;
+	struct conn_timeouts timeouts;
 	struct conn_list conns;
 	struct evdns_base *dns;
 	struct audit *audit;
@@ -293,6 +294,10 @@ session_open(struct event_base *base, const struct session_params *p, struct ses
 	s->audit = p->audit;
 	clock_gettime(CLOCK_MONOTONIC, &s->t0);
 	s->resolve = p->resolve;
+	if (p->timeouts != NULL)
+		s->timeouts = *p->timeouts;
+	else
+		s->timeouts = (struct conn_timeouts)CONN_TIMEOUTS_DEFAULT;
 	randombytes_buf(idb, sizeof(idb));
 	sodium_bin2hex(s->id, sizeof(s->id), idb, sizeof(idb));
 	r = VERR_NOMEM;
@@ -431,6 +436,12 @@ const struct scrub_set *
 session_scrub(const struct session *s)
 {
 	return s->scrub;
+}
+
+const struct conn_timeouts *
+session_timeouts(const struct session *s)
+{
+	return &s->timeouts;
 }
 
 const struct resolve_map *

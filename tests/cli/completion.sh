@@ -91,7 +91,8 @@ offers "vault add k --inject " placeholder bearer basic: header: query:
 offers "vault audit " verify --session --key --since --denied --json --follow --summary
 offers_only "vault help pa" passwd
 offers_only "vproxy " start stop status help --help --version
-offers "vproxy start --" --foreground --resolve --verbose --help
+offers "vproxy start --" --foreground --resolve --timeout --verbose --help
+offers_only "vproxy start --timeout h" head= handshake=
 offers "vproxy status --" --json --keys --verbose --help
 offers "vrun --" --key --allow-host --profile --check --verbose --help --version --
 offers_only "vrun --profile " agent strict

@@ -4,6 +4,9 @@ every request with a JSON echo of what it received (method, path, headers,
 body) and appends the same record to a log file, so a test can prove what
 reached the upstream. Prints the port it listens on, then serves forever.
 
+Also /big/N (N bytes, for slow readers) and /sink (a body read and dropped,
+for endless uploads).
+
 usage: upstream.py --cert CERT --key KEY --log FILE [--plain]
 """
 import argparse
@@ -20,7 +23,57 @@ import urllib.parse
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
+    def _sink(self):
+        # Read the body without keeping it (large and endless uploads).
+        n = 0
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                while size > 0:
+                    got = len(self.rfile.read(min(size, 1 << 16)))
+                    if got == 0:
+                        return
+                    n += got
+                    size -= got
+                self.rfile.readline()
+        else:
+            left = int(self.headers.get("Content-Length") or 0)
+            while left > 0:
+                got = len(self.rfile.read(min(left, 1 << 16)))
+                if got == 0:
+                    return
+                n += got
+                left -= got
+        out = json.dumps({"received": n}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def _big(self, n):
+        # n bytes, written as fast as the reader takes them.
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(n))
+        self.end_headers()
+        block = b"0123456789abcdef" * 4096
+        try:
+            while n > 0:
+                k = min(n, len(block))
+                self.wfile.write(block[:k])
+                n -= k
+        except OSError:
+            pass
+
     def _serve(self):
+        if self.path.startswith("/sink"):
+            return self._sink()
+        if self.path.startswith("/big/"):
+            return self._big(int(self.path[5:]))
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
