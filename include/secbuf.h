@@ -13,7 +13,8 @@ struct secbuf {
 	unsigned char *data; /* sodium_malloc'd, cap bytes */
 	size_t len;          /* bytes in use */
 	size_t cap;
-	size_t room; /* private: bytes data really has (>= cap), for reuse */
+	size_t room;  /* private: bytes data really has (>= cap), for reuse */
+	int writable; /* private: 0 after secbuf_readonly or secbuf_noaccess */
 };
 
 /*

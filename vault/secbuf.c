@@ -96,6 +96,7 @@ secbuf_new(size_t cap, struct secbuf **out)
 	b->len = 0;
 	b->cap = cap;
 	b->room = room;
+	b->writable = 1;
 	*out = b;
 	return VERR_OK;
 }
@@ -144,19 +145,24 @@ secbuf_equal(const struct secbuf *a, const struct secbuf *b)
 int
 secbuf_readonly(struct secbuf *b)
 {
+	b->writable = 0;
 	return sodium_mprotect_readonly(b->data) == 0 ? VERR_OK : VERR_SYSTEM;
 }
 
 int
 secbuf_noaccess(struct secbuf *b)
 {
+	b->writable = 0;
 	return sodium_mprotect_noaccess(b->data) == 0 ? VERR_OK : VERR_SYSTEM;
 }
 
 int
 secbuf_readwrite(struct secbuf *b)
 {
-	return sodium_mprotect_readwrite(b->data) == 0 ? VERR_OK : VERR_SYSTEM;
+	if (sodium_mprotect_readwrite(b->data) != 0)
+		return VERR_SYSTEM;
+	b->writable = 1;
+	return VERR_OK;
 }
 
 static void
@@ -175,8 +181,9 @@ secbuf_free(struct secbuf *b)
 
 	if (b == NULL)
 		return;
+	/* Read-write already (the common case): no system call to find out. */
 	if (pool_max > 0 && pool_n < POOL_SLOTS && b->room <= pool_max - pool_bytes &&
-	    sodium_mprotect_readwrite(b->data) == 0) {
+	    (b->writable || secbuf_readwrite(b) == 0)) {
 		sodium_memzero(b->data, b->room);
 		b->len = 0;
 		pool[pool_n++] = b;
