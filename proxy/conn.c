@@ -43,6 +43,13 @@
  */
 #define STAGE_JOIN (16 * 1024)
 
+/*
+ * The slowest a request body may arrive, or a client may read its
+ * response: this many bytes per exchange timeout. A trickle that moves a
+ * byte now and then resets every idle timeout; this rule does not reset.
+ */
+#define PACE_MIN 1024
+
 enum conn_state {
 	C_FIRST_HEAD = 1, /* reading CONNECT or an absolute-form request */
 	C_UP_CONNECTING,  /* resolving and connecting upstream */
@@ -63,6 +70,9 @@ struct conn {
 	struct evdns_getaddrinfo_request *dns;
 	struct event *linger;   /* polls the socket below TLS while closing */
 	struct event *deadline; /* a request head must be complete by then */
+	struct event *pace;     /* checks the client keeps up while relaying */
+	uint64_t pace_up;       /* body bytes received at the last check */
+	uint64_t pace_down;     /* response bytes delivered at the last check */
 	struct hostspec target; /* canonical destination */
 	int tunnel;             /* opaque (--allow-host) */
 	int plain;              /* plain-HTTP absolute-form request */
@@ -138,6 +148,8 @@ set_timeouts(struct bufferevent *bev, int sec)
 		bufferevent_set_timeouts(under, NULL, &tv);
 }
 
+static void arm_pace(struct conn *c);
+
 static void
 arm_deadline(struct conn *c)
 {
@@ -193,6 +205,10 @@ set_state(struct conn *c, enum conn_state st)
 		arm_deadline(c);
 	else if (c->deadline != NULL)
 		evtimer_del(c->deadline);
+	if (st == C_EXCHANGE)
+		arm_pace(c);
+	else if (c->pace != NULL)
+		evtimer_del(c->pace);
 	switch (st) {
 	case C_FIRST_HEAD:
 	case C_REQ_HEAD:
@@ -374,6 +390,75 @@ respond_error(struct conn *c, int status, const char *text, const char *why)
 	respond(c, status, text, why, "");
 }
 
+/* Response bytes still on their way to the client, inside vproxy. */
+static uint64_t
+undelivered(struct conn *c)
+{
+	struct bufferevent *under = bufferevent_get_underlying(c->cli);
+	uint64_t n =
+	        evbuffer_get_length(bufferevent_get_output(c->cli)) + evbuffer_get_length(c->stage);
+
+	if (under != NULL)
+		n += evbuffer_get_length(bufferevent_get_output(under));
+	return n;
+}
+
+static uint64_t
+delivered(struct conn *c)
+{
+	uint64_t pending = undelivered(c);
+
+	return c->bytes_down > pending ? c->bytes_down - pending : 0;
+}
+
+static void
+arm_pace(struct conn *c)
+{
+	struct timeval tv = {session_timeouts(c->s)->exchange, 0};
+
+	if (c->pace == NULL || c->cli == NULL)
+		return;
+	c->pace_up = c->bytes_up;
+	c->pace_down = delivered(c);
+	evtimer_add(c->pace, &tv);
+}
+
+/*
+ * Every exchange timeout while relaying: a request body still owed must
+ * have grown by PACE_MIN bytes (unless the upstream is the one not
+ * reading), and a response waiting in vproxy must have moved as much.
+ */
+static void
+pace_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct timeval tv = {session_timeouts(c->s)->exchange, 0};
+	uint64_t down;
+
+	(void)fd;
+	(void)what;
+	if (c->state != C_EXCHANGE || c->cli == NULL)
+		return;
+	if (!c->req_done && c->bytes_up - c->pace_up < PACE_MIN &&
+	    (c->up == NULL || evbuffer_get_length(bufferevent_get_output(c->up)) < WM_LOW)) {
+		if (!c->resp_started)
+			respond_error(c, 408, "Request Timeout",
+			              "request body arriving too slowly");
+		else
+			conn_close(c);
+		return;
+	}
+	down = delivered(c);
+	if (undelivered(c) > 0 && down - c->pace_down < PACE_MIN) {
+		(void)req_audit(c, c->resp_status, 0, "client reading the response too slowly");
+		conn_close(c);
+		return;
+	}
+	c->pace_up = c->bytes_up;
+	c->pace_down = down;
+	evtimer_add(c->pace, &tv);
+}
+
 static void
 head_deadline(evutil_socket_t fd, short what, void *arg)
 {
@@ -434,6 +519,8 @@ conn_close(struct conn *c)
 		event_free(c->linger);
 	if (c->deadline != NULL)
 		event_free(c->deadline);
+	if (c->pace != NULL)
+		event_free(c->pace);
 	if (c->up != NULL)
 		bufferevent_free(c->up);
 	if (c->cli != NULL)
@@ -1567,6 +1654,10 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	/* EOF, error or timeout from the client: nothing more to do for it. */
+	if (what & BEV_EVENT_TIMEOUT)
+		(void)req_audit(c, c->resp_status, 0,
+		                (what & BEV_EVENT_WRITING) ? "client stopped reading the response"
+		                                           : "client stopped sending the request");
 	conn_close(c);
 }
 
@@ -1596,7 +1687,8 @@ conn_start(struct session *s, struct conn_list *list, int fd)
 		evutil_closesocket(fd);
 	if (c->cli == NULL || (c->scratch = evbuffer_new()) == NULL ||
 	    (c->stage = evbuffer_new()) == NULL ||
-	    (c->deadline = evtimer_new(session_base(s), head_deadline, c)) == NULL) {
+	    (c->deadline = evtimer_new(session_base(s), head_deadline, c)) == NULL ||
+	    (c->pace = evtimer_new(session_base(s), pace_check, c)) == NULL) {
 		conn_close(c);
 		return;
 	}

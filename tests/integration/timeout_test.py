@@ -99,6 +99,11 @@ def read_response(sock):
             return head, body
 
 
+def audit_records(env):
+    with open(env["VAULT_HOME"] + "/audit.log") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def wait_closed(sock, limit):
     """Read (and drop) until EOF or error; seconds it took, or None past limit."""
     t0 = time.monotonic()
@@ -265,6 +270,66 @@ def main():
         took, _ = wait_closed(t, T["exchange"] + SLACK + 5)
         check(took is not None and T["exchange"] - 0.3 <= took <= T["exchange"] + SLACK,
               "a stalled request body is cut after exchange (%s s)" % took)
+        t.close()
+
+        # A request body trickled a byte at a time: every byte resets the idle
+        # timeout, but the body must keep a minimum pace (1 KiB per exchange).
+        t = tls(connect(s.port, authority))
+        t.sendall(b"POST /sink HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\n" %
+                  authority)
+        t0, cut, answer = time.monotonic(), None, b""
+        while time.monotonic() - t0 < 2 * T["exchange"] + SLACK + 3:
+            try:
+                t.sendall(b"b")
+            except OSError:
+                cut = time.monotonic() - t0
+                break
+            r_, _, _ = select.select([t], [], [], 0.3)
+            if r_:
+                try:
+                    answer = t.recv(256)
+                except (OSError, ssl.SSLError):
+                    pass
+                cut = time.monotonic() - t0
+                break
+        check(cut is not None and T["exchange"] - 0.3 <= cut <= T["exchange"] + SLACK,
+              "a trickled request body is cut at its pace check (%s s)" % cut)
+        check(answer.startswith(b"HTTP/1.1 408") or answer == b"",
+              "answered 408 or closed (%r)" % answer[:40])
+        t.close()
+
+        # A client that reads, but only a trickle: the response must keep moving.
+        # The kernel's buffers hide the cut from the client for a long while;
+        # the audit record says when and why vproxy gave up.
+        raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        raw.connect(("127.0.0.1", s.port))
+        raw.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += raw.recv(1)
+        t = tls(raw)
+        t.sendall(request(b"/big/100000000"))
+        plain = socket.socket(fileno=os.dup(t.fileno()))
+        plain.settimeout(0.5)
+        t0, got = time.monotonic(), 0
+        while time.monotonic() - t0 < 2 * T["exchange"] + SLACK:
+            try:
+                data = plain.recv(100)  # ciphertext, about 200 bytes/s
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            got += len(data)
+            time.sleep(0.5)
+        slow = [r for r in audit_records(env) if r.get("path") == "/big/100000000"]
+        check(len(slow) == 1 and slow[0].get("reason") in (
+            "client reading the response too slowly", "client stopped reading the response"),
+              "a client reading a trickle is cut (%d bytes read; %r)" % (
+                  got, [r.get("reason") for r in slow]))
+        plain.close()
         t.close()
 
         # A client that stops reading a 1 GB response: vproxy holds only a
