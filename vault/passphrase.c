@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -16,6 +18,39 @@ static volatile sig_atomic_t caught[NSIG];
 
 static const int tty_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU};
 #define NTTY_SIGNALS (sizeof(tty_signals) / sizeof(tty_signals[0]))
+/* The ones that end the process: blocked but while waiting for input. */
+#define NTTY_ENDING 4
+
+/*
+ * Wait until fd is readable with the ending signals unblocked for exactly
+ * that long: one arriving just before the wait must still interrupt it
+ * (a plain read() would sleep through a signal handled just before it).
+ * 0, or -1 with errno (EINTR: a signal).
+ */
+static int
+wait_input(int fd, const sigset_t *waitmask)
+{
+#ifdef __linux__
+	struct pollfd p = {fd, POLLIN, 0};
+
+	return ppoll(&p, 1, NULL, waitmask) < 0 ? -1 : 0;
+#else
+	fd_set rd;
+
+	FD_ZERO(&rd);
+	FD_SET(fd, &rd);
+	return pselect(fd + 1, &rd, NULL, NULL, NULL, waitmask) < 0 ? -1 : 0;
+#endif
+}
+
+static int
+any_caught(void)
+{
+	for (size_t i = 0; i < NTTY_SIGNALS; i++)
+		if (caught[tty_signals[i]])
+			return 1;
+	return 0;
+}
 
 static void
 note_signal(int sig)
@@ -38,6 +73,7 @@ int
 passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 {
 	struct sigaction sa, saved_sa[NTTY_SIGNALS];
+	sigset_t ending, saved_mask, waitmask;
 	struct termios saved_term, term;
 	struct secbuf *b = NULL;
 	int fd, r, saved_errno, restore = 0;
@@ -56,6 +92,13 @@ passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < NTTY_SIGNALS; i++)
 		sigaction(tty_signals[i], &sa, &saved_sa[i]);
+	sigemptyset(&ending);
+	for (size_t i = 0; i < NTTY_ENDING; i++)
+		sigaddset(&ending, tty_signals[i]);
+	sigprocmask(SIG_BLOCK, &ending, &saved_mask);
+	waitmask = saved_mask;
+	for (size_t i = 0; i < NTTY_ENDING; i++)
+		sigdelset(&waitmask, tty_signals[i]);
 	if (tcgetattr(fd, &saved_term) != 0) {
 		r = VERR_NO_TTY;
 		goto restore_signals;
@@ -75,6 +118,12 @@ passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 	}
 	r = VERR_OK;
 	for (;;) {
+		if (any_caught() || wait_input(fd, &waitmask) != 0) {
+			r = VERR_SYSTEM;
+			if (any_caught())
+				errno = EINTR; /* interrupted: re-raised below */
+			break;
+		}
 		n = read(fd, &c, 1);
 		if (n < 0 && errno == EINTR) {
 			r = VERR_SYSTEM;
@@ -105,6 +154,7 @@ restore_signals:
 	saved_errno = errno;
 	for (size_t i = 0; i < NTTY_SIGNALS; i++)
 		sigaction(tty_signals[i], &saved_sa[i], NULL);
+	sigprocmask(SIG_SETMASK, &saved_mask, NULL);
 	/* Deliver what arrived while echo was off, now that the tty is sane. */
 	for (size_t i = 0; i < NTTY_SIGNALS; i++)
 		if (caught[tty_signals[i]])
