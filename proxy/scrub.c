@@ -59,7 +59,8 @@ struct scrub_set {
 
 struct scrub_stream {
 	const struct scrub_set *set;
-	struct secbuf *w; /* input; w->data[start..len) not passed on yet */
+	struct secbuf *self; /* the guarded block this struct lives in */
+	struct secbuf *w;    /* input; w->data[start..len) not passed on yet */
 	size_t start;
 	size_t len;
 	size_t pos;    /* bytes from start scanned and not sent: 0 or 1 */
@@ -889,6 +890,7 @@ int
 scrub_stream_new(const struct scrub_set *set, struct scrub_stream **out)
 {
 	struct scrub_stream *st;
+	struct secbuf *self;
 	size_t size, cap;
 	int r;
 
@@ -898,15 +900,17 @@ scrub_stream_new(const struct scrub_set *set, struct scrub_stream **out)
 	if (set == NULL)
 		return VERR_INVALID;
 	size = round16(sizeof(*st)) + round16(set->nkeys * sizeof(uint64_t));
-	if ((st = sodium_malloc(size)) == NULL)
-		return VERR_NOMEM;
-	sodium_memzero(st, size);
+	/* A secbuf (zeroed, and reused from the pool where there is one). */
+	if ((r = secbuf_new(size, &self)) != 0)
+		return r;
+	st = (struct scrub_stream *)(void *)self->data;
+	st->self = self;
 	st->set = set;
 	st->counts = (uint64_t *)(void *)((uint8_t *)st + round16(sizeof(*st)));
 	/* Room for what is held back plus at least one chunk of new input. */
 	cap = set->maxlen + (set->maxlen > CHUNK ? set->maxlen : CHUNK);
 	if (set->npat > 0 && (r = secbuf_new(cap, &st->w)) != 0) {
-		sodium_free(st);
+		secbuf_free(self);
 		return r;
 	}
 	*out = st;
@@ -919,7 +923,7 @@ scrub_stream_free(struct scrub_stream *st)
 	if (st == NULL)
 		return;
 	secbuf_free(st->w);
-	sodium_free(st);
+	secbuf_free(st->self); /* wipes the struct too */
 }
 
 static void
