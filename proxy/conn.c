@@ -73,6 +73,7 @@ struct conn {
 	struct event *pace;     /* checks the client keeps up while relaying */
 	uint64_t pace_up;       /* body bytes received at the last check */
 	uint64_t pace_down;     /* response bytes delivered at the last check */
+	int pace_stuck;         /* response bytes were waiting at the last check */
 	struct hostspec target; /* canonical destination */
 	int tunnel;             /* opaque (--allow-host) */
 	int plain;              /* plain-HTTP absolute-form request */
@@ -420,13 +421,16 @@ arm_pace(struct conn *c)
 		return;
 	c->pace_up = c->bytes_up;
 	c->pace_down = delivered(c);
+	c->pace_stuck = 0;
 	evtimer_add(c->pace, &tv);
 }
 
 /*
  * Every exchange timeout while relaying: a request body still owed must
  * have grown by PACE_MIN bytes (unless the upstream is the one not
- * reading), and a response waiting in vproxy must have moved as much.
+ * reading), and a response waiting in vproxy at this check and the one
+ * before must have moved as much (bytes of a slow event stream caught in
+ * passing are not a slow reader).
  */
 static void
 pace_check(evutil_socket_t fd, short what, void *arg)
@@ -434,6 +438,7 @@ pace_check(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	struct timeval tv = {session_timeouts(c->s)->exchange, 0};
 	uint64_t down;
+	int stuck;
 
 	(void)fd;
 	(void)what;
@@ -449,13 +454,15 @@ pace_check(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	down = delivered(c);
-	if (undelivered(c) > 0 && down - c->pace_down < PACE_MIN) {
+	stuck = undelivered(c) > 0;
+	if (stuck && c->pace_stuck && down - c->pace_down < PACE_MIN) {
 		(void)req_audit(c, c->resp_status, 0, "client reading the response too slowly");
 		conn_close(c);
 		return;
 	}
 	c->pace_up = c->bytes_up;
 	c->pace_down = down;
+	c->pace_stuck = stuck;
 	evtimer_add(c->pace, &tv);
 }
 
