@@ -198,11 +198,11 @@ int http_header_find(const struct http_header *headers, size_t num_headers, cons
  * byte at a time works). Extensions are accepted only as strict
  * ";name[=token|quoted-string]" with no whitespace anywhere in the size
  * line, which is bounded by HTTP_CHUNK_LINE_MAX; sizes are 1 to 16 hex
- * digits. Trailer fields obey the header field rules and limits, and may not
- * be Content-Length, Transfer-Encoding or Host; they are validated and
- * passed over, never reported as payload, so a caller that keeps only the
- * payload drops them (trailers says whether there were any). Every error
- * is 400.
+ * digits and below 2^63 (an upstream reading them into a signed 64-bit
+ * length must not see a negative one). Trailer fields obey the header field rules and limits, and
+ * may not be Content-Length, Transfer-Encoding or Host; they are validated and passed over, never
+ * reported as payload, so a caller that keeps only the payload drops them (trailers says whether
+ * there were any). Every error is 400.
  *
  * Fields other than err_status, err_reason and trailers are private.
  */

@@ -860,6 +860,9 @@ chunk_step(struct http_chunked *c, unsigned char ch)
 			if (++c->digits > 16)
 				return chunk_fail(c, "chunk size too long");
 			c->remaining = c->remaining << 4 | (uint64_t)d;
+			/* Like Content-Length: what a signed 64-bit length holds. */
+			if (c->remaining > (uint64_t)INT64_MAX)
+				return chunk_fail(c, "chunk size too large");
 			return 0;
 		}
 		if (c->digits == 0)

@@ -326,6 +326,8 @@ reference(const char *b, size_t len, char *payload, size_t *plen, size_t *max_li
 			if (++digits > 16)
 				return -1;
 			size = size << 4 | (uint64_t)hexval((unsigned char)b[pos++]);
+			if (size > (uint64_t)INT64_MAX)
+				return -1;
 		}
 		NEED();
 		if (digits == 0)

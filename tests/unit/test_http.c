@@ -872,7 +872,7 @@ chunked_bad_lim(const char *in, size_t len, const struct http_limits *lim)
 static void
 test_chunked_good(void **state)
 {
-	char line[] = "ffffffffffffffff\r\nabc";
+	char line[] = "7fffffffffffffff\r\nabc";
 	struct http_chunked c;
 	const char *data;
 	size_t data_len;
@@ -893,7 +893,7 @@ test_chunked_good(void **state)
 	       strlen("2\r\nab\r\n0\r\nX-Checksum: abc\r\nX-Other:\r\n\r\n"), 1, NULL, &d);
 	assert_int_equal(d.trailers, 2);
 
-	/* The largest size parses; data then flows until the peer stops. */
+	/* The largest size (2^63 - 1) parses; data then flows until the peer stops. */
 	http_chunked_init(&c, NULL);
 	assert_int_equal(http_chunked_feed(&c, line, 21, &data, &data_len), 21);
 	assert_ptr_equal(data, line + 18);
@@ -937,6 +937,9 @@ test_chunked_bad(void **state)
 	CHUNKED_BAD("00000000000000001\r\nx\r\n0\r\n\r\n");
 	CHUNKED_BAD("10000000000000000\r\n");
 	CHUNKED_BAD("ffffffffffffffff0\r\n");
+	/* 2^63 and above: negative to an upstream reading a signed 64-bit size. */
+	CHUNKED_BAD("8000000000000000\r\n");
+	CHUNKED_BAD("ffffffffffffffff\r\n");
 	CHUNKED_BAD("\r\n");
 	CHUNKED_BAD("\r\n0\r\n\r\n");
 	CHUNKED_BAD(";a\r\n");
