@@ -257,4 +257,8 @@ void audit_test_set_fd(struct audit *a, int fd);
 /* Stamp records with ms since the epoch instead of the clock (0: clock). */
 void audit_test_set_time(struct audit *a, int64_t ms);
 
+/* audit_log_request's record built through jansson: must give the same bytes. */
+int audit_test_log_request_json(struct audit *a, const char *session,
+                                const struct audit_request *r);
+
 #endif

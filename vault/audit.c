@@ -5,6 +5,7 @@
 #include "audit.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <sodium.h>
@@ -498,50 +499,158 @@ write_line(struct audit *a, const char *buf, size_t len)
 	return VERR_OK;
 }
 
-int
-audit_append(struct audit *a, const char *type, const char *session, json_t *fields)
+static size_t utf8_seq(const unsigned char *p, size_t n);
+
+/* ---- record text: a growable buffer and JSON values as jansson writes them ---- */
+
+struct text {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+static void
+text_add(struct text *t, const void *s, size_t n)
 {
-	json_t *rec = NULL, *v;
-	const char *k;
-	char *text = NULL, *line = NULL, when[32], mac_hex[AUDIT_HASH_HEX + 1];
+	if (t->oom)
+		return;
+	if (n > t->cap - t->len) {
+		size_t cap = t->cap ? t->cap : 512;
+		char *p;
+
+		while (cap - t->len < n)
+			cap *= 2;
+		if ((p = realloc(t->p, cap)) == NULL) {
+			t->oom = 1;
+			return;
+		}
+		t->p = p;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+}
+
+static void
+text_lit(struct text *t, const char *s)
+{
+	text_add(t, s, strlen(s));
+}
+
+static void
+text_int(struct text *t, int64_t v)
+{
+	char num[24];
+
+	text_add(t, num, (size_t)snprintf(num, sizeof(num), "%" PRId64, v));
+}
+
+/* The two-character escape json_dumps uses for c, or 0 for \u00XX. */
+static char
+short_escape(unsigned char c)
+{
+	switch (c) {
+	case '"':
+		return '"';
+	case '\\':
+		return '\\';
+	case '\b':
+		return 'b';
+	case '\f':
+		return 'f';
+	case '\n':
+		return 'n';
+	case '\r':
+		return 'r';
+	case '\t':
+		return 't';
+	}
+	return 0;
+}
+
+/* A JSON string of valid UTF-8, escaped exactly as json_dumps does. */
+static void
+text_str(struct text *t, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t run = 0;
+
+	text_add(t, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[6] = {'\\', short_escape(c), '0', '0', hex[c >> 4], hex[c & 15]};
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		text_add(t, s + run, i - run);
+		run = i + 1;
+		if (esc[1] != 0) {
+			text_add(t, esc, 2);
+		} else {
+			esc[1] = 'u';
+			text_add(t, esc, 6);
+		}
+	}
+	text_add(t, s + run, n - run);
+	text_add(t, "\"", 1);
+}
+
+static int
+valid_utf8(const char *s, size_t n)
+{
+	size_t k;
+
+	for (size_t i = 0; i < n; i += k)
+		if ((k = utf8_seq((const unsigned char *)s + i, n - i)) == 0)
+			return 0;
+	return 1;
+}
+
+/*
+ * Finish a record and write it: the common members, members[0..mlen)
+ * (serialised members without braces, possibly empty), prev, then the
+ * HMAC over all of that.
+ */
+static int
+append_members(struct audit *a, const char *type, const char *session, const char *members,
+               size_t mlen)
+{
+	struct text t = {0};
+	char *line = NULL, when[32], mac_hex[AUDIT_HASH_HEX + 1];
 	unsigned char mac[crypto_auth_hmacsha256_BYTES];
 	size_t tlen, llen, off;
 	crypto_auth_hmacsha256_state *st;
 	int r = VERR_INVALID, macok;
 
-	if (a == NULL || !valid_type(type) || session == NULL || *session == '\0' ||
-	    (fields != NULL && !json_is_object(fields)))
-		return VERR_INVALID;
 	if (a->fd < 0) {
 		errno = EBADF;
 		return VERR_SYSTEM;
 	}
-	if ((rec = json_object()) == NULL)
-		return VERR_NOMEM;
+	if (!valid_utf8(session, strlen(session)))
+		return VERR_INVALID;
 	format_ms(now_ms(a), when);
-	if (json_object_set_new(rec, "v", json_integer(AUDIT_VERSION)) != 0 ||
-	    json_object_set_new(rec, "seq", json_integer((json_int_t)(a->seq + 1))) != 0 ||
-	    json_object_set_new(rec, "time", json_string(when)) != 0 ||
-	    json_object_set_new(rec, "type", json_string(type)) != 0 ||
-	    json_object_set_new(rec, "session", json_string(session)) != 0)
-		goto out; /* session not UTF-8, or no memory */
-	if (fields != NULL)
-		json_object_foreach(fields, k, v)
-		{
-			if (reserved_name(k) || json_object_set(rec, k, v) != 0)
-				goto out;
-		}
-	if (json_object_set_new(rec, "prev", json_string(a->prev)) != 0)
-		goto out;
-	if ((text = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL) {
+	text_lit(&t, "{\"v\":");
+	text_int(&t, AUDIT_VERSION);
+	text_lit(&t, ",\"seq\":");
+	text_int(&t, (int64_t)(a->seq + 1));
+	text_lit(&t, ",\"time\":");
+	text_str(&t, when, strlen(when));
+	text_lit(&t, ",\"type\":");
+	text_str(&t, type, strlen(type));
+	text_lit(&t, ",\"session\":");
+	text_str(&t, session, strlen(session));
+	if (mlen > 0) {
+		text_add(&t, ",", 1);
+		text_add(&t, members, mlen);
+	}
+	text_lit(&t, ",\"prev\":");
+	text_str(&t, a->prev, strlen(a->prev));
+	text_add(&t, "}", 1);
+	if (t.oom) {
 		r = VERR_NOMEM;
 		goto out;
 	}
-	tlen = strlen(text);
-	if (tlen < 2 || text[tlen - 1] != '}') {
-		r = VERR_INVALID;
-		goto out;
-	}
+	tlen = t.len;
 	if (tlen - 1 + HMAC_SUFFIX_LEN > AUDIT_LINE_MAX) {
 		r = VERR_TOO_LARGE;
 		goto out;
@@ -549,7 +658,7 @@ audit_append(struct audit *a, const char *type, const char *session, json_t *fie
 	/* The HMAC input is the record as serialised, ending in "prev":"..."} . */
 	st = (crypto_auth_hmacsha256_state *)(void *)a->work->data;
 	memcpy(st, a->keyed->data, sizeof(*st));
-	macok = crypto_auth_hmacsha256_update(st, (const unsigned char *)text, tlen) == 0 &&
+	macok = crypto_auth_hmacsha256_update(st, (const unsigned char *)t.p, tlen) == 0 &&
 	        crypto_auth_hmacsha256_final(st, mac) == 0;
 	secbuf_clear(a->work);
 	if (!macok) {
@@ -568,7 +677,7 @@ audit_append(struct audit *a, const char *type, const char *session, json_t *fie
 	off = 0;
 	if (a->need_nl)
 		line[off++] = '\n';
-	memcpy(line + off, text, tlen - 1);
+	memcpy(line + off, t.p, tlen - 1);
 	memcpy(line + off + tlen - 1, HMAC_PREFIX, HMAC_PREFIX_LEN);
 	memcpy(line + off + tlen - 1 + HMAC_PREFIX_LEN, mac_hex, AUDIT_HASH_HEX);
 	memcpy(line + off + llen - 2, "\"}\n", 3);
@@ -583,8 +692,37 @@ audit_append(struct audit *a, const char *type, const char *session, json_t *fie
 		r = VERR_SYSTEM;
 out:
 	free(line);
+	free(t.p);
+	return r;
+}
+
+int
+audit_append(struct audit *a, const char *type, const char *session, json_t *fields)
+{
+	json_t *v;
+	const char *k;
+	char *text = NULL;
+	size_t tlen;
+	int r;
+
+	if (a == NULL || !valid_type(type) || session == NULL || *session == '\0' ||
+	    (fields != NULL && !json_is_object(fields)))
+		return VERR_INVALID;
+	if (fields == NULL || json_object_size(fields) == 0)
+		return append_members(a, type, session, "", 0);
+	json_object_foreach(fields, k, v)
+	{
+		(void)v;
+		if (reserved_name(k))
+			return VERR_INVALID;
+	}
+	if ((text = json_dumps(fields, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL)
+		return VERR_NOMEM;
+	tlen = strlen(text);
+	r = tlen < 2 || text[0] != '{' || text[tlen - 1] != '}'
+	            ? VERR_INVALID
+	            : append_members(a, type, session, text + 1, tlen - 2);
 	free(text);
-	json_decref(rec);
 	return r;
 }
 
@@ -626,19 +764,16 @@ utf8_seq(const unsigned char *p, size_t n)
 	return need;
 }
 
-/* A JSON string of s[0..len): invalid bytes as '?', cut at AUDIT_FIELD_MAX. */
-static json_t *
-safe_stringn(const char *s, size_t len)
+/*
+ * s[0..len) made fit for a record into buf (AUDIT_FIELD_MAX + 3 bytes):
+ * invalid UTF-8 bytes as '?', cut at AUDIT_FIELD_MAX with "...". Its length.
+ */
+static size_t
+sanitize(const char *s, size_t len, char *buf)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	char *buf;
 	size_t i = 0, o = 0, k;
-	json_t *j;
 
-	if (s == NULL)
-		return json_null();
-	if ((buf = malloc((len < AUDIT_FIELD_MAX ? len : AUDIT_FIELD_MAX) + 4)) == NULL)
-		return NULL;
 	while (i < len) {
 		k = utf8_seq(p + i, len - i);
 		if (o + (k ? k : 1) > AUDIT_FIELD_MAX) {
@@ -655,9 +790,30 @@ safe_stringn(const char *s, size_t len)
 			i += k;
 		}
 	}
-	j = json_stringn(buf, o);
-	free(buf);
-	return j;
+	return o;
+}
+
+/* A JSON string of s[0..len) (sanitized), or null for NULL. */
+static json_t *
+safe_stringn(const char *s, size_t len)
+{
+	char buf[AUDIT_FIELD_MAX + 3];
+
+	if (s == NULL)
+		return json_null();
+	return json_stringn(buf, sanitize(s, len, buf));
+}
+
+/* The same, written straight into a record's text. */
+static void
+text_safe(struct text *t, const char *s, size_t len)
+{
+	char buf[AUDIT_FIELD_MAX + 3];
+
+	if (s == NULL)
+		text_lit(t, "null");
+	else
+		text_str(t, buf, sanitize(s, len, buf));
 }
 
 static json_t *
@@ -722,8 +878,63 @@ audit_log_session_start(struct audit *a, const char *session, const struct audit
 	return append_built(a, "session_start", session, f, bad);
 }
 
+/*
+ * The record of every request, so written straight as text rather than
+ * through a jansson tree: the same bytes json_dumps would give (the unit
+ * test compares the two), in a fraction of the time.
+ */
 int
 audit_log_request(struct audit *a, const char *session, const struct audit_request *q)
+{
+	struct text t = {0};
+	char *path = NULL;
+	size_t n = 0;
+	int r;
+
+	if (a == NULL || session == NULL || *session == '\0' || q == NULL)
+		return VERR_INVALID;
+	if (q->target != NULL) {
+		if ((path = malloc(q->target_len + 1)) == NULL)
+			return VERR_NOMEM;
+		/* Redaction never lengthens, so it always fits here. */
+		redact(q->target, q->target_len, path, q->target_len + 1, &n);
+	}
+	text_lit(&t, "\"key\":");
+	text_safe(&t, q->key, q->key != NULL ? strlen(q->key) : 0);
+	text_lit(&t, ",\"method\":");
+	text_safe(&t, q->method, q->method != NULL ? strlen(q->method) : 0);
+	text_lit(&t, ",\"host\":");
+	text_safe(&t, q->host, q->host != NULL ? strlen(q->host) : 0);
+	text_lit(&t, ",\"port\":");
+	text_int(&t, q->port);
+	text_lit(&t, ",\"path\":");
+	text_safe(&t, path, n);
+	text_lit(&t, ",\"status\":");
+	if (q->status > 0)
+		text_int(&t, q->status);
+	else
+		text_lit(&t, "null");
+	text_lit(&t, ",\"bytes_up\":");
+	text_int(&t, q->bytes_up > INT64_MAX ? INT64_MAX : (int64_t)q->bytes_up);
+	text_lit(&t, ",\"bytes_down\":");
+	text_int(&t, q->bytes_down > INT64_MAX ? INT64_MAX : (int64_t)q->bytes_down);
+	text_lit(&t, ",\"duration_ms\":");
+	text_int(&t, q->duration_ms > INT64_MAX ? INT64_MAX : (int64_t)q->duration_ms);
+	text_lit(&t, q->denied ? ",\"decision\":\"denied\"" : ",\"decision\":\"allowed\"");
+	text_lit(&t, ",\"reason\":");
+	text_safe(&t, q->reason, q->reason != NULL ? strlen(q->reason) : 0);
+	text_lit(&t, q->injected ? ",\"injected\":true" : ",\"injected\":false");
+	text_lit(&t, ",\"scrubbed\":");
+	text_int(&t, q->scrubbed);
+	free(path);
+	r = t.oom ? VERR_NOMEM : append_members(a, "request", session, t.p, t.len);
+	free(t.p);
+	return r;
+}
+
+/* The same record through jansson, for the test that the two agree. */
+int
+audit_test_log_request_json(struct audit *a, const char *session, const struct audit_request *q)
 {
 	json_t *f = json_object();
 	char *path = NULL;
@@ -744,7 +955,6 @@ audit_log_request(struct audit *a, const char *session, const struct audit_reque
 	else {
 		size_t n;
 
-		/* Redaction never lengthens, so it always fits here. */
 		redact(q->target, q->target_len, path, q->target_len + 1, &n);
 		put(f, "path", safe_stringn(path, n), &bad);
 	}

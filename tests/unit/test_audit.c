@@ -432,6 +432,90 @@ test_untrusted_strings(void **state)
 	expect_intact(4, 1);
 }
 
+/*
+ * The request record is written as text, not through jansson: for every
+ * kind of field it must be the bytes the jansson-built record would be,
+ * chain and HMAC included.
+ */
+static void
+test_request_text_is_jansson(void **state)
+{
+	static const char *const strs[] = {
+	        NULL,
+	        "",
+	        "plain",
+	        "quote\" backslash\\ slash/",
+	        "\b\f\n\r\t \x01\x1f\x7f end",
+	        "\xe2\x82\xac \xf0\x9f\x94\x91 \xc3\xa9",
+	        "bad \xff\xfe \xc3( \xed\xa0\x80",
+	};
+	char *big = malloc(AUDIT_FIELD_MAX + 100), *text_log, *json_log, jpath[160];
+	struct audit *a, *b;
+	size_t alen, blen, n = 0;
+
+	(void)state;
+	assert_non_null(big);
+	memset(big, 'x', AUDIT_FIELD_MAX + 99);
+	memcpy(big + AUDIT_FIELD_MAX - 2, "\xe2\x82\xac\"\n", 5);
+	big[AUDIT_FIELD_MAX + 99] = '\0';
+	snprintf(jpath, sizeof(jpath), "%s/json.log", home);
+	assert_int_equal(audit_open(logp, key1, &a), 0);
+	assert_int_equal(audit_open(jpath, key1, &b), 0);
+	audit_test_set_time(a, 1700000000123);
+	audit_test_set_time(b, 1700000000123);
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]) + 1; i++) {
+		const char *str = i < sizeof(strs) / sizeof(strs[0]) ? strs[i] : big;
+		struct audit_request q = {
+		        .key = str,
+		        .method = i % 2 ? "GET" : str,
+		        .host = i % 3 ? "api.example.com" : str,
+		        .port = (unsigned)(i * 1000),
+		        .target = str,
+		        .target_len = str != NULL ? strlen(str) : 0,
+		        .status = i % 4 ? (int)(100 + i) : 0,
+		        .bytes_up = i % 2 ? UINT64_MAX : i,
+		        .bytes_down = (uint64_t)INT64_MAX + i % 2,
+		        .duration_ms = i,
+		        .denied = (int)(i % 2),
+		        .reason = str,
+		        .injected = (int)(i % 3 == 1),
+		        .scrubbed = i % 2 ? UINT32_MAX : (unsigned)i,
+		};
+
+		assert_int_equal(audit_log_request(a, "s-1", &q), 0);
+		assert_int_equal(audit_test_log_request_json(b, "s-1", &q), 0);
+		n++;
+	}
+	/* Query values are redacted alike; a target with NULs and a query. */
+	{
+		struct audit_request q = {
+		        .method = "POST", .target = "/p?a=1&tok&b=\"x\"\0y", .target_len = 19};
+
+		assert_int_equal(audit_log_request(a, "s-1", &q), 0);
+		assert_int_equal(audit_test_log_request_json(b, "s-1", &q), 0);
+		n++;
+	}
+	/* The session must be UTF-8 either way. */
+	{
+		struct audit_request q = {.method = "GET"};
+
+		assert_int_equal(audit_log_request(a, "s\xff", &q), VERR_INVALID);
+		assert_int_equal(audit_test_log_request_json(b, "s\xff", &q), VERR_INVALID);
+	}
+	audit_close(a);
+	audit_close(b);
+	text_log = slurp(logp, &alen);
+	json_log = slurp(jpath, &blen);
+	assert_true(alen > 0);
+	assert_int_equal(alen, blen);
+	assert_memory_equal(text_log, json_log, alen);
+	free(text_log);
+	free(json_log);
+	free(big);
+	unlink(jpath);
+	expect_intact((int)n, 1);
+}
+
 /* ---- continuing the chain ---- */
 
 static void
@@ -1078,6 +1162,7 @@ main(void)
 	        cmocka_unit_test_setup(test_format_and_byte_rule, clean),
 	        cmocka_unit_test_setup(test_file_mode_and_refusals, clean),
 	        cmocka_unit_test_setup(test_bad_arguments, clean),
+	        cmocka_unit_test_setup(test_request_text_is_jansson, clean),
 	        cmocka_unit_test_setup(test_untrusted_strings, clean),
 	        cmocka_unit_test_setup(test_reopen_continues, clean),
 	        cmocka_unit_test_setup(test_crash_tail, clean),
