@@ -179,16 +179,7 @@ class Target:
 
 def connect(t, host):
     """CONNECT host:port through the session listener: (socket, status line)."""
-    s = socket.create_connection(("127.0.0.1", t.proxy), timeout=TIMEOUT)
-    authority = b"%s:%d" % (host.encode(), t.port)
-    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = s.recv(1)
-        if not chunk:
-            break
-        head += chunk
-    return s, head.split(b"\r\n", 1)[0]
+    return vrunctl.connect_tunnel(t.proxy, b"%s:%d" % (host.encode(), t.port), TIMEOUT)
 
 
 def tls(t, host):

@@ -44,18 +44,10 @@ def run(args, env, stdin=None, check_rc=True):
 
 def tls_through_proxy(port, host, upport, ca, sni=None):
     """CONNECT through the session listener and wrap in TLS; returns the TLS socket."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (host.encode(), upport,
-                                                                  host.encode(), upport))
-    resp = b""
-    while b"\r\n\r\n" not in resp:
-        chunk = s.recv(1)
-        if not chunk:
-            break
-        resp += chunk
-    if not resp.startswith(b"HTTP/1.1 200"):
+    s, status = vrunctl.connect_tunnel(port, b"%s:%d" % (host.encode(), upport))
+    if not status.startswith(b"HTTP/1.1 200"):
         s.close()
-        raise ConnectionError(resp.decode(errors="replace"))
+        raise ConnectionError(status.decode(errors="replace"))
     ctx = ssl.create_default_context(cafile=ca)
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx.wrap_socket(s, server_hostname=sni or host)

@@ -59,17 +59,10 @@ def nfds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def connect(port, authority):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
-    resp = b""
-    while b"\r\n\r\n" not in resp:
-        chunk = s.recv(1)
-        if not chunk:
-            break
-        resp += chunk
-    if not resp.startswith(b"HTTP/1.1 200"):
-        raise ConnectionError(resp)
+def connect(port, authority, sock=None):
+    s, status = vrunctl.connect_tunnel(port, authority, sock=sock)
+    if not status.startswith(b"HTTP/1.1 200"):
+        raise ConnectionError(status)
     return s
 
 
@@ -308,12 +301,8 @@ def main():
         # the audit record says when and why vproxy gave up.
         raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        raw.connect(("127.0.0.1", s.port))
-        raw.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
-        head = b""
-        while b"\r\n\r\n" not in head:
-            head += raw.recv(1)
-        t = tls(raw)
+        raw.settimeout(10)
+        t = tls(connect(s.port, authority, sock=raw))
         t.sendall(request(b"/big/100000000"))
         plain = socket.socket(fileno=os.dup(t.fileno()))
         plain.settimeout(0.5)

@@ -49,6 +49,25 @@ def socket_path(runtime):
     return os.path.join(runtime, "control.sock")
 
 
+def connect_tunnel(port, authority, timeout=10, sock=None):
+    """CONNECT authority (bytes, HOST:PORT) through a session listener on
+    127.0.0.1:port, on sock when given (e.g. with socket options already
+    set). Returns (socket, status line). The response head is read byte by
+    byte, so nothing after it (a TLS handshake) is consumed."""
+    if sock is None:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    else:
+        sock.connect(("127.0.0.1", port))
+    sock.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    return sock, head.split(b"\r\n", 1)[0]
+
+
 class Session:
     """An open session: .id, .ca_path, .keys {name: (env, placeholder)},
     .port (the listener's), .sock (closing it ends the session)."""
