@@ -473,7 +473,12 @@ head_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (c->state == C_FIRST_HEAD || c->state == C_REQ_HEAD)
+	if (c->state != C_FIRST_HEAD && c->state != C_REQ_HEAD)
+		return;
+	/* As the read timeout does: a silent connection is closed, not answered. */
+	if (evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
+		conn_close(c);
+	else
 		respond_error(c, 408, "Request Timeout", "request head not received in time");
 }
 

@@ -219,6 +219,17 @@ def main():
         for c in list(result) + list(socks):
             c.close()
 
+        # A connection that says nothing at all is closed at the head timeout,
+        # unanswered and unrecorded (the audit log is for requests).
+        n_audit = len(audit_records(env))
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        took, first = wait_closed(c, T["head"] + SLACK + 5)
+        check(took is not None and T["head"] - 0.3 <= took <= T["head"] + SLACK and
+              first == b"", "a silent connection is closed at the head timeout (%s s, %r)" %
+              (took, first))
+        check(len(audit_records(env)) == n_audit, "and leaves no audit record")
+        c.close()
+
         # Slowloris inside TLS: the next request head trickled on a kept-alive
         # connection is cut head seconds after its first byte.
         t = tls(connect(s.port, authority))
