@@ -18,27 +18,12 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, failures, run  # noqa: E402
 import vrunctl  # noqa: E402
 
 VAULT, VPROXY = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
 UPSTREAM = os.path.join(HERE, "upstream.py")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def run(args, env, stdin=None, check_rc=True):
-    r = subprocess.run(args, env=env, input=stdin, capture_output=True, timeout=60)
-    if check_rc and r.returncode != 0:
-        raise RuntimeError("%s: rc %d: %s" % (args, r.returncode, r.stderr.decode()))
-    return r
-
-
 def openssl(*a):
     subprocess.run(["openssl"] + list(a), check=True, capture_output=True)
 

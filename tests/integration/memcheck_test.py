@@ -59,6 +59,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import upstream  # noqa: E402
+from checks import check, failures, run  # noqa: E402
 import vrunctl  # noqa: E402
 from testpki import make_certs, upstream_records  # noqa: E402
 
@@ -78,23 +79,6 @@ SLACK_BYTES = 2048
 TIMEOUT = 60          # seconds for any one client socket operation under valgrind
 BIG_CHUNK = 8192
 BIG_CHUNKS = 128      # /long: 1 MiB, far more than a client reads before it hangs up
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-def run(args, env, stdin=None, check_rc=True):
-    r = subprocess.run(args, env=env, input=stdin, capture_output=True, timeout=120)
-    if check_rc and r.returncode != 0:
-        raise RuntimeError("%s: rc %d: %s" % (args, r.returncode, r.stderr.decode()))
-    return r
-
 
 # ---- the upstream: upstream.py's echo server, plus a long chunked response ----
 
@@ -540,7 +524,7 @@ def one_run(a, env, w, scale, label):
     try:
         time.sleep(0.5)  # let the last hang-ups arrive before the stop
         try:
-            r = run([a.vproxy, "stop"], env, check_rc=False)
+            r = run([a.vproxy, "stop"], env, check_rc=False, timeout=120)
             check(r.returncode == 0, "%s: vproxy stop (rc %d)" % (label, r.returncode))
         except (OSError, subprocess.SubprocessError) as e:
             check(False, "%s: vproxy stop: %r" % (label, e))

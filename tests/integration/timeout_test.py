@@ -24,6 +24,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, failures, run  # noqa: E402
 import vrunctl  # noqa: E402
 from testpki import make_certs, upstream_records  # noqa: E402
 
@@ -31,22 +32,6 @@ VAULT, VPROXY = sys.argv[1], sys.argv[2]
 UPSTREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "upstream.py")
 T = {"head": 2, "idle": 3, "handshake": 2, "exchange": 3, "connect": 3}
 SLACK = 2.5  # timers, scheduling and a loaded 2-core machine
-failures = []
-
-
-def check(cond, what):
-    print("%s %s" % ("ok  " if cond else "FAIL", what), flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def run(args, env, stdin=None):
-    r = subprocess.run(args, env=env, input=stdin, capture_output=True, timeout=60)
-    if r.returncode != 0:
-        raise RuntimeError("%s: rc %d: %s" % (args, r.returncode, r.stderr.decode()))
-    return r
-
-
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -401,7 +386,7 @@ def main():
             up.kill()
             up.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    print("# timeouts: %d failure(s)" % len(failures))
+    print("%d failure(s)" % len(failures))
     sys.exit(1 if failures else 0)
 
 
