@@ -130,6 +130,13 @@ int inject_apply(const struct inject_request *req, const struct inject_dest *des
 int inject_make_placeholder(char *buf, size_t size);
 
 /*
+ * Is p a well-formed placeholder ([A-Za-z0-9_], INJECT_PLACEHOLDER_MIN to
+ * _MAX bytes; also what makes it safe in a head, a URL and JSON)? 0 with
+ * *len set, or VERR_INVALID.
+ */
+int inject_placeholder_check(const char *p, size_t *len);
+
+/*
  * 1 when the len bytes at p contain k's placeholder, else 0. For the audit
  * reason "placeholder seen but not injected": run it over the raw head of
  * a request whose result was not INJECT_DONE. It does not look inside

@@ -195,28 +195,6 @@ check_request(const struct inject_request *r)
 	return VERR_OK;
 }
 
-static int
-check_placeholder(const char *p, size_t *len)
-{
-	size_t n;
-
-	*len = 0;
-	if (p == NULL)
-		return VERR_INVALID;
-	n = strnlen(p, INJECT_PLACEHOLDER_MAX + 1);
-	if (n < INJECT_PLACEHOLDER_MIN || n > INJECT_PLACEHOLDER_MAX)
-		return VERR_INVALID;
-	for (size_t i = 0; i < n; i++) {
-		char c = p[i];
-
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		      c == '_'))
-			return VERR_INVALID;
-	}
-	*len = n;
-	return VERR_OK;
-}
-
 /* The same rules as the vault, so a hand-made key cannot slip past them. */
 static int
 check_key(const struct inject_key *k, size_t *phlen)
@@ -228,7 +206,7 @@ check_key(const struct inject_key *k, size_t *phlen)
 
 	if ((r = vault_check_secret(k->secret)) != 0)
 		return r;
-	if ((r = check_placeholder(k->placeholder, phlen)) != 0)
+	if ((r = inject_placeholder_check(k->placeholder, phlen)) != 0)
 		return r;
 	if ((k->nhosts > 0 && k->hosts == NULL) || k->allow_http > 1)
 		return VERR_INVALID;
@@ -733,6 +711,29 @@ out:
 }
 
 int
+inject_placeholder_check(const char *p, size_t *len)
+{
+	size_t n;
+
+	*len = 0;
+	if (p == NULL)
+		return VERR_INVALID;
+	n = strnlen(p, INJECT_PLACEHOLDER_MAX + 1);
+	if (n < INJECT_PLACEHOLDER_MIN || n > INJECT_PLACEHOLDER_MAX)
+		return VERR_INVALID;
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+
+		/* Also what makes a placeholder safe in a head, a URL and JSON. */
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			return VERR_INVALID;
+	}
+	*len = n;
+	return VERR_OK;
+}
+
+int
 inject_make_placeholder(char *buf, size_t size)
 {
 	static const char prefix[] = "vrunph_";
@@ -756,7 +757,7 @@ inject_placeholder_seen(const struct inject_key *k, const void *vp, size_t len)
 	const unsigned char *p = vp;
 	size_t n;
 
-	if (k == NULL || p == NULL || check_placeholder(k->placeholder, &n) != 0)
+	if (k == NULL || p == NULL || inject_placeholder_check(k->placeholder, &n) != 0)
 		return 0;
 	for (size_t i = 0; i + n <= len; i++)
 		if (p[i] == (unsigned char)k->placeholder[0] &&

@@ -463,29 +463,6 @@ buckets(struct scrub_set *set)
 	sodium_memzero(fill, sizeof(fill));
 }
 
-static int
-check_placeholder(const char *p, size_t *len)
-{
-	size_t n;
-
-	*len = 0;
-	if (p == NULL)
-		return VERR_INVALID;
-	n = strnlen(p, INJECT_PLACEHOLDER_MAX + 1);
-	if (n < INJECT_PLACEHOLDER_MIN || n > INJECT_PLACEHOLDER_MAX)
-		return VERR_INVALID;
-	for (size_t i = 0; i < n; i++) {
-		char c = p[i];
-
-		/* Also what makes a placeholder safe in a head, a URL and JSON. */
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		      c == '_'))
-			return VERR_INVALID;
-	}
-	*len = n;
-	return VERR_OK;
-}
-
 /*
  * The base64 core of s for alignment k (k bytes before it, modulo 3): the
  * values of the characters made of secret bits only, written at
@@ -547,7 +524,7 @@ add_key(struct scrub_set *set, struct secbuf *z, size_t key, const struct inject
 
 	if ((r = vault_check_secret(s)) != 0)
 		return r;
-	if ((r = check_placeholder(k->placeholder, &phlen)) != 0)
+	if ((r = inject_placeholder_check(k->placeholder, &phlen)) != 0)
 		return r;
 	memcpy(set->ph + key * (INJECT_PLACEHOLDER_MAX + 1), k->placeholder, phlen + 1);
 	set->phlen[key] = (uint8_t)phlen;
