@@ -106,6 +106,17 @@ void audit_set_sync(struct audit *a, int on);
  */
 int audit_append(struct audit *a, const char *type, const char *session, json_t *fields);
 
+/*
+ * Whether a record can be expected to be written now: 0, or VERR_SYSTEM with
+ * errno when the last write failed (until one succeeds again) or the file is
+ * closed. Keeps space allocated ahead of the end of the file (fallocate,
+ * beyond the file's size) and fails with ENOSPC when none can be had, so that
+ * a full disk is noticed here rather than when a finished request's record
+ * is due. vproxy asks before it forwards anything: a request whose record
+ * could not follow is refused (503) instead.
+ */
+int audit_ready(struct audit *a);
+
 /* The seq of the last record written or found at open; 0 for an empty log. */
 uint64_t audit_last_seq(const struct audit *a);
 

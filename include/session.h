@@ -110,8 +110,6 @@ void session_keep_ticket(struct session *s, const struct hostspec *target, SSL_S
 /* The DNS resolver for names without a --resolve entry (made on first use). */
 struct evdns_base *session_dns(struct session *s);
 
-void session_count_request(struct session *s);
-
 /*
  * 1 when the session needs no proxy credential or value (len bytes of a
  * Proxy-Authorization field) carries the right one, else 0.
@@ -125,6 +123,12 @@ int session_proxy_auth_ok(const struct session *s, const char *value, size_t len
  */
 struct audit_request;
 int session_audit_request(struct session *s, const struct audit_request *r);
+
+/*
+ * 0 when a request's record can be expected to be written (audit_ready);
+ * otherwise nothing may be forwarded for it: the caller refuses with 503.
+ */
+int session_audit_ready(struct session *s);
 
 /* Stop accepting, close every connection, delete the bundle, wipe keys. */
 void session_close(struct session *s);

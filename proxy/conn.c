@@ -108,9 +108,10 @@ struct conn {
 	int audited;    /* ... and has it */
 	struct timespec t_start;
 	char a_method[24];
-	char *a_target;    /* request-target as received (query values redacted later) */
-	const char *a_key; /* key injected, or bound and withheld */
-	const char *a_why; /* reason for an allowed request */
+	char *a_target;          /* request-target as received (query values redacted later) */
+	const char *a_key;       /* key injected, or bound and withheld */
+	const char *a_why;       /* reason for an allowed request */
+	const char *tls_refused; /* why the client's handshake was refused (check_sni) */
 };
 
 static void conn_close(struct conn *c);
@@ -349,8 +350,12 @@ send_staged(struct conn *c)
 	}
 }
 
+/*
+ * Answer with an error of vproxy's own and close once it is sent. denied:
+ * the record's decision (a refusal by policy, rather than a failure upstream).
+ */
 static void
-respond(struct conn *c, int status, const char *text, const char *why, const char *extra)
+answer(struct conn *c, int status, const char *text, const char *why, const char *extra, int denied)
 {
 	struct evbuffer *out;
 
@@ -358,7 +363,7 @@ respond(struct conn *c, int status, const char *text, const char *why, const cha
 	if (!c->in_request)
 		req_begin(c, "", 0, "", 0);
 	/* A refusal is recorded before it is sent; without a record, 503. */
-	if (req_audit(c, status, status != 502 && status != 504, why) != 0 && status == 403) {
+	if (req_audit(c, status, denied, why) != 0 && status != 503) {
 		status = 503;
 		text = "Service Unavailable";
 		why = "the audit log cannot be written";
@@ -384,11 +389,34 @@ respond(struct conn *c, int status, const char *text, const char *why, const cha
 	bufferevent_enable(c->cli, EV_WRITE);
 }
 
+static void
+respond(struct conn *c, int status, const char *text, const char *why, const char *extra)
+{
+	answer(c, status, text, why, extra, status != 502 && status != 504);
+}
+
 /* Answer the client with a short text error and close once it is sent. */
 static void
 respond_error(struct conn *c, int status, const char *text, const char *why)
 {
 	respond(c, status, text, why, "");
+}
+
+/* 502 for what vproxy refuses to pass on (as opposed to an upstream that failed). */
+static void
+refuse_upstream(struct conn *c, const char *why)
+{
+	answer(c, 502, "Bad Gateway", why, "", 1);
+}
+
+/* Refuse (503) when the request's record could not follow: nothing goes out. */
+static int
+audit_unready(struct conn *c)
+{
+	if (session_audit_ready(c->s) == 0)
+		return 0;
+	respond_error(c, 503, "Service Unavailable", "the audit log cannot be written");
+	return 1;
 }
 
 /* Response bytes still on their way to the client, inside vproxy. */
@@ -794,7 +822,25 @@ upstream_event(struct bufferevent *bev, short what, void *arg)
 	struct conn *c = arg;
 	unsigned long e;
 
-	(void)bev;
+	if (c->state == C_CLOSING) {
+		/* Tunnel half-close: the client is gone and so is the upstream now. */
+		if (c->cli == NULL) {
+			conn_close(c);
+			return;
+		}
+		/* The answer is out and the client is being let go: nothing more to say. */
+		bufferevent_free(c->up);
+		c->up = NULL;
+		return;
+	}
+	/*
+	 * OpenSSL 3 reports a close without close_notify as an error. Many
+	 * servers close that way; for a body framed by the close it is its end
+	 * (bodies framed otherwise still see a truncation as one).
+	 */
+	e = (what & BEV_EVENT_ERROR) ? bufferevent_get_openssl_error(bev) : 0;
+	if (e != 0 && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+		what |= BEV_EVENT_EOF;
 	if (what & BEV_EVENT_CONNECTED) {
 		c->up_ready = 1;
 		if (c->tunnel) {
@@ -847,11 +893,10 @@ upstream_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (!c->up_ready) {
-		e = bufferevent_get_openssl_error(bev);
-		respond_error(c, 502, "Bad Gateway",
-		              e != 0 && ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED
-		                      ? "upstream certificate verification failed"
-		                      : "cannot connect upstream");
+		if (e != 0 && ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED)
+			refuse_upstream(c, "upstream certificate verification failed");
+		else
+			respond_error(c, 502, "Bad Gateway", "cannot connect upstream");
 		return;
 	}
 	if (c->state == C_REQ_HEAD) {
@@ -939,6 +984,8 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 	if (c->tunnel)
 		nkeys = 0;
 	req_begin(c, rq->method, rq->method_len, rq->target, rq->target_len);
+	if (audit_unready(c))
+		return;
 	r = inject_apply(&ir, &dest, keys, nkeys, &c->head, nkeys > 0 ? results : NULL);
 	for (size_t i = 0; r == 0 && i < nkeys; i++) {
 		if (results[i] == INJECT_DONE && !c->injected) {
@@ -957,7 +1004,6 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 		              verr_strerror(r));
 		return;
 	}
-	session_count_request(c->s);
 	c->req_body = rq->body;
 	c->req_left = rq->content_length;
 	c->req_done = rq->body == HTTP_BODY_NONE ||
@@ -1069,7 +1115,6 @@ parse_request(struct conn *c)
 			hostspec_format(&c->target, hp, sizeof(hp));
 			snprintf(what, sizeof(what), "%s is not bound to a key of this session",
 			         hp);
-			session_count_request(c->s);
 			respond_error(c, 403, "Forbidden", what);
 			free(rq);
 			return;
@@ -1077,11 +1122,12 @@ parse_request(struct conn *c)
 		if (!c->plain) {
 			evbuffer_drain(in, (size_t)n);
 			free(rq);
+			if (audit_unready(c))
+				return;
 			if (!c->tunnel)
 				c->in_request = 0; /* each request inside gets its own record */
 			if (c->tunnel) {
 				bufferevent_disable(c->cli, EV_READ);
-				session_count_request(c->s);
 				connect_upstream(c);
 				return;
 			}
@@ -1118,12 +1164,16 @@ check_sni(SSL *ssl, int *alert, void *arg)
 	(void)arg;
 	if (c == NULL)
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
-	if (sni == NULL)
-		return SSL_TLSEXT_ERR_OK; /* nothing claimed; Host is still checked per request */
+	/* No SNI is how a client speaks to an IP address; for a name it must be given. */
+	if (sni == NULL && c->target.kind != HOSTSPEC_NAME)
+		return SSL_TLSEXT_ERR_OK;
 	/* The name in the handshake must be the one the tunnel was opened for. */
-	if (hostspec_parse(sni, strlen(sni), 0, &h) != 0 || h.kind != c->target.kind ||
-	    strcmp(h.host, c->target.host) != 0)
+	if (sni == NULL || hostspec_parse(sni, strlen(sni), 0, &h) != 0 ||
+	    h.kind != c->target.kind || strcmp(h.host, c->target.host) != 0) {
+		c->tls_refused = sni == NULL ? "TLS handshake without the tunnel's name (SNI)"
+		                             : "TLS name (SNI) differs from the CONNECT authority";
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	}
 	return SSL_TLSEXT_ERR_OK;
 }
 
@@ -1214,6 +1264,11 @@ response_done(struct conn *c)
 	c->in_request = 0;
 	if (!c->req_done || !c->client_keep_alive) {
 		/* Answered before the body was sent, or the client said close. */
+		if (c->up != NULL) {
+			bufferevent_free(c->up);
+			c->up = NULL;
+			c->up_ready = 0;
+		}
 		set_state(c, C_CLOSING);
 		bufferevent_setcb(c->cli, NULL, finish_after_flush, closing_event, c);
 		bufferevent_disable(c->cli, EV_READ);
@@ -1455,10 +1510,8 @@ pump_response(struct conn *c)
 			if (compressed(rs)) {
 				/* We asked for identity; an unscannable body never passes. */
 				free(rs);
-				respond_error(
-				        c, 502, "Bad Gateway",
-				        "the upstream sent a compressed response, which cannot be "
-				        "checked for the secret");
+				refuse_upstream(c, "the upstream sent a compressed response, which "
+				                   "cannot be checked for the secret");
 				return;
 			}
 			body = rs->body != HTTP_BODY_NONE &&
@@ -1663,6 +1716,23 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		bufferevent_disable(c->up, EV_READ);
 		bufferevent_setcb(c->up, NULL, upstream_flushed, upstream_event, c);
 		upstream_flushed(c->up, c);
+		return;
+	}
+	if (c->state == C_TLS_ACCEPT) {
+		/*
+		 * The handshake did not complete: refused by vproxy (a name that is
+		 * not the tunnel's), or given up by the client (often: it does not
+		 * trust the session CA). Either way, on the record.
+		 */
+		req_begin(c, "-", 1, "", 0);
+		if (c->tls_refused != NULL)
+			(void)req_audit(c, 0, 1, c->tls_refused);
+		else
+			(void)req_audit(c, 0, 0,
+			                (what & BEV_EVENT_TIMEOUT)
+			                        ? "TLS handshake with the client timed out"
+			                        : "TLS handshake with the client failed");
+		conn_close(c);
 		return;
 	}
 	/* EOF, error or timeout from the client: nothing more to do for it. */

@@ -264,12 +264,20 @@ audit_end(struct session *s)
 int
 session_audit_request(struct session *s, const struct audit_request *r)
 {
+	/* Counted as recorded: the end record's totals match the request records. */
+	s->requests++;
 	s->denied += r->denied ? 1 : 0;
 	s->bytes_up += r->bytes_up;
 	s->bytes_down += r->bytes_down;
 	if (s->audit == NULL)
 		return VERR_OK;
 	return audit_log_request(s->audit, s->id, r);
+}
+
+int
+session_audit_ready(struct session *s)
+{
+	return s->audit == NULL ? VERR_OK : audit_ready(s->audit);
 }
 
 int
@@ -562,12 +570,6 @@ session_dns(struct session *s)
 	if (s->dns == NULL)
 		s->dns = evdns_base_new(s->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
 	return s->dns;
-}
-
-void
-session_count_request(struct session *s)
-{
-	s->requests++;
 }
 
 void

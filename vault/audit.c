@@ -51,7 +51,19 @@ struct audit {
 	int sync;
 	int need_nl; /* the file ends inside a line (an interrupted write) */
 	int64_t fixed_ms;
+	/*
+	 * Space allocated past the end of the current file (fallocate,
+	 * FALLOC_FL_KEEP_SIZE) up to this offset, so that a record due at the
+	 * end of a request does not meet a full disk; AUDIT_NO_RESERVE where
+	 * the file system cannot reserve.
+	 */
+	uint64_t reserved;
+	int failing; /* errno of the last failed write; 0 once one succeeds */
 };
+
+#define AUDIT_NO_RESERVE UINT64_MAX
+#define RESERVE_CHUNK    (1024 * 1024)
+#define RESERVE_LOW      (64 * 1024)
 
 /* ---- small helpers ---- */
 
@@ -307,7 +319,19 @@ open_current(struct audit *a)
 	a->fd = fd;
 	a->size = (uint64_t)st.st_size;
 	a->need_nl = 0;
+	a->reserved = a->reserved == AUDIT_NO_RESERVE ? AUDIT_NO_RESERVE : a->size;
 	return VERR_OK;
+}
+
+/* Give back the space reserved past the end of the file (on close and rotation). */
+static void
+release_reserve(struct audit *a)
+{
+	if (a->fd < 0 || a->reserved == AUDIT_NO_RESERVE || a->reserved <= a->size)
+		return;
+	/* On failure the blocks stay allocated past the end: harmless. */
+	if (ftruncate(a->fd, (off_t)a->size) == 0)
+		a->reserved = a->size;
 }
 
 int
@@ -386,11 +410,49 @@ audit_test_set_time(struct audit *a, int64_t ms)
 	a->fixed_ms = ms;
 }
 
+int
+audit_ready(struct audit *a)
+{
+	uint64_t len = RESERVE_CHUNK;
+
+	if (a == NULL)
+		return VERR_INVALID;
+	if (a->fd < 0 || a->failing != 0) {
+		errno = a->fd < 0 ? EBADF : a->failing;
+		return VERR_SYSTEM;
+	}
+	if (a->reserved == AUDIT_NO_RESERVE || a->reserved >= a->size + RESERVE_LOW)
+		return VERR_OK;
+	/* Not past the rotation limit: the rest would be left allocated in the old file. */
+	if (a->max != 0)
+		len = a->max > a->size ? a->max - a->size : 0;
+	if (len > RESERVE_CHUNK)
+		len = RESERVE_CHUNK;
+	if (len < RESERVE_LOW)
+		return VERR_OK; /* rotation is near: the next file gets its own */
+	for (;;) {
+		if (fallocate(a->fd, FALLOC_FL_KEEP_SIZE, (off_t)a->size, (off_t)len) == 0) {
+			a->reserved = a->size + len;
+			return VERR_OK;
+		}
+		if (errno != ENOSPC || len == RESERVE_LOW)
+			break;
+		len = RESERVE_LOW; /* short of space: the least worth going on with */
+	}
+	if (errno == EOPNOTSUPP || errno == ENOSYS) {
+		a->reserved = AUDIT_NO_RESERVE; /* the write itself will tell */
+		return VERR_OK;
+	}
+	a->failing = errno;
+	return VERR_SYSTEM;
+}
+
 void
 audit_close(struct audit *a)
 {
 	if (a == NULL)
 		return;
+	release_reserve(a);
 	if (a->fd >= 0)
 		close(a->fd);
 	secbuf_free(a->keyed);
@@ -461,6 +523,7 @@ rotate(struct audit *a)
 	}
 	if ((to = numbered(a->path, 1)) == NULL)
 		return VERR_NOMEM;
+	release_reserve(a);
 	if (rename(a->path, to) != 0) {
 		free(to);
 		return VERR_SYSTEM;
@@ -493,6 +556,8 @@ write_line(struct audit *a, const char *buf, size_t len)
 		/* Take back the fragment so the log stays a list of whole records. */
 		if (ftruncate(a->fd, (off_t)a->size) != 0)
 			a->need_nl = 1;
+		else if (a->reserved != AUDIT_NO_RESERVE)
+			a->reserved = a->size; /* the truncation gave the reserve back */
 		errno = ENOSPC;
 		return VERR_SYSTEM;
 	}
@@ -668,8 +733,10 @@ append_members(struct audit *a, const char *type, const char *session, const cha
 	sodium_bin2hex(mac_hex, sizeof(mac_hex), mac, sizeof(mac));
 
 	llen = tlen - 1 + HMAC_SUFFIX_LEN; /* without the newline */
-	if (a->max != 0 && a->size > 0 && a->size + llen + 1 > a->max && (r = rotate(a)) != 0)
+	if (a->max != 0 && a->size > 0 && a->size + llen + 1 > a->max && (r = rotate(a)) != 0) {
+		a->failing = errno != 0 ? errno : EIO;
 		goto out;
+	}
 	if ((line = malloc(llen + 2)) == NULL) {
 		r = VERR_NOMEM;
 		goto out;
@@ -681,15 +748,20 @@ append_members(struct audit *a, const char *type, const char *session, const cha
 	memcpy(line + off + tlen - 1, HMAC_PREFIX, HMAC_PREFIX_LEN);
 	memcpy(line + off + tlen - 1 + HMAC_PREFIX_LEN, mac_hex, AUDIT_HASH_HEX);
 	memcpy(line + off + llen - 2, "\"}\n", 3);
-	if ((r = write_line(a, line, off + llen + 1)) != 0)
+	if ((r = write_line(a, line, off + llen + 1)) != 0) {
+		a->failing = errno != 0 ? errno : EIO;
 		goto out;
+	}
+	a->failing = 0;
 	a->size += off + llen + 1;
 	a->need_nl = 0;
 	a->seq++;
 	hash_hex(line + off, llen, a->prev);
 	/* The record is in the file either way; the chain has moved on. */
-	if (a->sync && fdatasync(a->fd) != 0)
+	if (a->sync && fdatasync(a->fd) != 0) {
+		a->failing = errno;
 		r = VERR_SYSTEM;
+	}
 out:
 	free(line);
 	free(t.p);

@@ -208,6 +208,33 @@ def main():
             check(not read_all(t).startswith(b"HTTP/1.1 200"), "SNI mismatch refused")
         except (ssl.SSLError, ConnectionError, OSError):
             check(True, "SNI mismatch refused")
+        # ... and given: a handshake without SNI for a named host is refused too.
+        raw, status = vrunctl.connect_tunnel(s.port, b"api.test:%d" % port)
+        ctx = ssl.create_default_context(cafile=s.ca_path)
+        ctx.check_hostname = False
+        try:
+            t = ctx.wrap_socket(raw)
+            t.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % hp.encode())
+            check(not read_all(t).startswith(b"HTTP/1.1 200"), "handshake without SNI refused")
+        except (ssl.SSLError, ConnectionError, OSError):
+            check(True, "handshake without SNI refused")
+
+        # An upstream that closes after its answer (no TLS close_notify), framed by
+        # length or by the close: the client gets the whole body, also when it asked
+        # to close itself, and the record says 200.
+        for path, extra in (("/close", []), ("/close", ["-H", "Connection: close"]),
+                            ("/close-delimited", []),
+                            ("/close-delimited", ["-H", "Connection: close"])):
+            r = curl("-w", "\n%{http_code}", "https://%s%s" % (hp, path), *extra)
+            body, _, code = r.stdout.rpartition(b"\n")
+            try:
+                ok = json.loads(body)["path"] == path
+            except ValueError:
+                ok = False
+            check(r.returncode == 0 and code == b"200" and ok,
+                  "upstream closing after %s%s: whole answer relayed (rc %d, %r)"
+                  % (path, " (client: close)" if extra else "", r.returncode, r.stdout[-80:]))
+        time.sleep(0.3)  # an upstream close seen after the answer must not add a record
 
         # Pipelined requests are answered in order, each injected.
         n0 = len(upstream_records(log))
@@ -390,6 +417,27 @@ def main():
         check(any(r["host"] == "unbound.test" and r["status"] == 403 for r in denied),
               "the 403 for an unbound host is recorded as denied")
         check(any(r["status"] == 400 for r in denied), "malformed requests are recorded")
+        check(any("SNI" in r.get("reason", "") and "differs" in r["reason"] for r in denied) and
+              any("without the tunnel's name" in r.get("reason", "") for r in denied),
+              "refused TLS handshakes (wrong SNI, none) are recorded as denied")
+        # One record per request, none made up: each session's request records match
+        # the counts of its end record (a connection closed after its last answer
+        # once produced a record of a request that never was).
+        ends = {r["session"]: r for r in recs if r["type"] == "session_end"}
+        for sid, end in ends.items():
+            mine = [r for r in recs if r["type"] == "request" and r["session"] == sid]
+            check(len(mine) == end["requests"] and
+                  sum(r["decision"] == "denied" for r in mine) == end["denied"],
+                  "session %s: %d request records, %d denied; its end record counts %d, %d"
+                  % (sid[:8], len(mine), sum(r["decision"] == "denied" for r in mine),
+                     end["requests"], end["denied"]))
+        check(not any(r["type"] == "request" and r["method"] == "-" and r["status"] == 502
+                      for r in recs), "no record of a request that never was")
+        closers = [r for r in recs if r["type"] == "request" and r["path"].startswith("/close")]
+        check(len(closers) == 4 and all(r["status"] == 200 and r["decision"] == "allowed"
+                                        for r in closers),
+              "answers ended by an upstream close are recorded once each, as 200 (%r)"
+              % [(r["path"], r["status"]) for r in closers])
         allowed = [r for r in recs if r["type"] == "request" and r["decision"] == "allowed"]
         check(any(r["injected"] and r["key"] == "deploy-key" and r["host"] == "api.test"
                   for r in allowed), "injected requests are recorded with their key")
@@ -402,32 +450,69 @@ def main():
                   base64.b64encode(sec.encode())[4:-4] not in raw_log,
                   "no secret in the audit log (%s...)" % sec[:6])
 
-        # Fail closed: when a record cannot be written, nothing is answered as if it were.
-        # strace makes every write to audit.log after the first (the session start) fail.
-        tracer = subprocess.Popen(
-            ["strace", "-f", "-o", "/dev/null", "-P", tmp + "/home/audit.log", "-e",
-             "trace=write", "-e", "inject=write:error=ENOSPC:when=2+", VPROXY, "start",
-             "--foreground", "--resolve", "api.test:%d:127.0.0.1" % port], env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(100):
-            if os.path.exists(vrunctl.socket_path(runtime)):
-                break
-            time.sleep(0.1)
+        # Fail closed: when a record cannot be written, nothing is answered as if it
+        # were, and once the log has failed nothing more is forwarded until a record
+        # can be written again. strace makes every write to audit.log after the
+        # first (the session start) fail with ENOSPC.
+        def traced_vproxy(inject):
+            tracer = subprocess.Popen(
+                ["strace", "-f", "-o", "/dev/null", "-P", tmp + "/home/audit.log", "-e",
+                 "trace=write,fallocate", "-e", inject, VPROXY, "start", "--foreground",
+                 "--resolve", "api.test:%d:127.0.0.1" % port], env=env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            for _ in range(100):
+                if os.path.exists(vrunctl.socket_path(runtime)):
+                    break
+                time.sleep(0.1)
+            return tracer
+
+        def through(sess, url):
+            return subprocess.run(["curl", "-sS", "--max-time", "15", "-o", "/dev/null", "-w",
+                                   "%{http_connect} %{http_code}", "--proxy",
+                                   "http://127.0.0.1:%d" % sess.port, "--cacert",
+                                   sess.ca_path, url], capture_output=True, timeout=60)
+
+        def stop_traced(tracer):
+            run([VPROXY, "stop"], env)
+            tracer.wait(timeout=30)
+
+        tracer = traced_vproxy("inject=write:error=ENOSPC:when=2+")
         s6 = vrunctl.Session(runtime, ["deploy"])
-        r = subprocess.run(["curl", "-sS", "--max-time", "15", "-o", "/dev/null", "-w",
-                            "%{http_connect}", "--proxy", "http://127.0.0.1:%d" % s6.port,
-                            "--cacert", s6.ca_path, "https://unbound.test:%d/" % port],
-                           capture_output=True, timeout=60)
-        check(r.stdout == b"503", "a refusal that cannot be recorded is a 503 (%r)" % r.stdout)
         n0 = len(upstream_records(log))
-        r = subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
-                            "http://127.0.0.1:%d" % s6.port, "--cacert", s6.ca_path,
-                            "https://%s/after-full" % hp], capture_output=True, timeout=60)
-        check(r.returncode != 0, "an unrecorded request is not delivered as complete (rc %d)"
-              % r.returncode)
+        r = through(s6, "https://%s/first-unrecorded" % hp)
+        check(r.returncode != 0, "a request whose record fails is not delivered as complete "
+              "(rc %d, %r)" % (r.returncode, r.stdout))
+        time.sleep(0.3)
+        n1 = len(upstream_records(log))
+        check(n1 == n0 + 1, "that request had been forwarded before its record was due "
+              "(%d -> %d)" % (n0, n1))
+        r = through(s6, "https://%s/after-full" % hp)
+        check(r.stdout.split()[:1] == [b"503"],
+              "once the log failed, the next request is refused at CONNECT with 503 (%r)"
+              % r.stdout)
+        time.sleep(0.3)
+        check(len(upstream_records(log)) == n1,
+              "... and nothing of it reached the upstream (%d -> %d)"
+              % (n1, len(upstream_records(log))))
+        r = through(s6, "https://unbound.test:%d/" % port)
+        check(r.stdout.split()[:1] == [b"503"],
+              "a refusal that cannot be recorded is a 503 (%r)" % r.stdout)
         s6.sock.close()
-        run([VPROXY, "stop"], env)
-        tracer.wait(timeout=30)
+        stop_traced(tracer)
+
+        # A disk too full to hold the space vproxy keeps ahead for its records: the
+        # first request is refused before anything goes out.
+        tracer = traced_vproxy("inject=fallocate:error=ENOSPC")
+        s7 = vrunctl.Session(runtime, ["deploy"])
+        n0 = len(upstream_records(log))
+        r = through(s7, "https://%s/no-room" % hp)
+        check(r.stdout.split()[:1] == [b"503"],
+              "no room reserved for the log: 503 before anything is forwarded (%r)" % r.stdout)
+        time.sleep(0.3)
+        check(len(upstream_records(log)) == n0, "... and the upstream saw nothing (%d -> %d)"
+              % (n0, len(upstream_records(log))))
+        s7.sock.close()
+        stop_traced(tracer)
         try:
             vrunctl.Session(runtime, ["deploy"])
             check(False, "vproxy is stopped")

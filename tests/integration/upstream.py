@@ -4,8 +4,9 @@ every request with a JSON echo of what it received (method, path, headers,
 body) and appends the same record to a log file, so a test can prove what
 reached the upstream. Prints the port it listens on, then serves forever.
 
-Also /big/N (N bytes, for slow readers) and /sink (a body read and dropped,
-for endless uploads).
+Also /big/N (N bytes, for slow readers), /sink (a body read and dropped,
+for endless uploads), /close (the answer, then the connection closed) and
+/close-delimited (a body ended by the close alone).
 
 usage: upstream.py --cert CERT --key KEY --log FILE [--plain]
 """
@@ -114,6 +115,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+            return
+        if self.path.startswith("/close"):
+            # The answer, then the connection closed (without TLS close_notify, as
+            # Python's server does): framed by length, or by the close itself.
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            if not self.path.startswith("/close-delimited"):
+                self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            self.wfile.flush()
             return
         if self.path.startswith("/gzip"):
             # Compressed whatever the client asked for, as some servers do.

@@ -910,6 +910,9 @@ test_write_failures(void **state)
 	assert_int_equal(audit_append(a, "session_end", "s1", NULL), VERR_SYSTEM);
 	assert_int_equal(errno, EBADF);
 	assert_int_equal(audit_last_seq(a), 6);
+	errno = 0;
+	assert_int_equal(audit_ready(a), VERR_SYSTEM);
+	assert_int_equal(errno, EBADF);
 	audit_close(a);
 
 	/* The file may not grow (as with a full disk): a short write, then none. */
@@ -934,9 +937,14 @@ test_write_failures(void **state)
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 	assert_int_equal(sigaction(SIGXFSZ, &oldsa, NULL), 0);
 	assert_int_equal(audit_last_seq(a), 6);
+	/* Until a record is written again, the log is not ready: vproxy forwards nothing. */
+	errno = 0;
+	assert_int_equal(audit_ready(a), VERR_SYSTEM);
+	assert_int_equal(errno, EFBIG);
 	/* Space again: the chain goes on as if nothing happened. */
 	assert_int_equal(audit_append(a, "session_end", "s1", NULL), 0);
 	assert_int_equal(audit_last_seq(a), 7);
+	assert_int_equal(audit_ready(a), 0);
 	audit_close(a);
 	expect_intact(7, 1);
 
@@ -955,6 +963,49 @@ test_write_failures(void **state)
 	}
 	audit_close(a);
 	expect_intact(7, 1);
+}
+
+/*
+ * audit_ready keeps space allocated past the end of the file, so that a
+ * record due later does not meet a full disk; the space is given back at
+ * close, and the file's size never includes it.
+ */
+static void
+test_ready_reserves(void **state)
+{
+	struct audit *a;
+	struct stat st;
+	off_t size;
+
+	(void)state;
+	write_six(key1);
+	assert_int_equal(audit_open(logp, key1, &a), 0);
+	assert_int_equal(stat(logp, &st), 0);
+	size = st.st_size;
+	assert_int_equal(audit_ready(a), 0);
+	assert_int_equal(stat(logp, &st), 0);
+	assert_int_equal(st.st_size, size);
+	/* tmpfs and the usual disk file systems reserve; others are not asked to. */
+	if ((off_t)st.st_blocks * 512 >= size + 64 * 1024) {
+		assert_int_equal(audit_append(a, "session_end", "s1", NULL), 0);
+		assert_int_equal(audit_ready(a), 0);
+		audit_close(a);
+		assert_int_equal(stat(logp, &st), 0);
+		assert_true((off_t)st.st_blocks * 512 < st.st_size + 64 * 1024);
+	} else {
+		print_message("no reservation on this file system (st_blocks %lld)\n",
+		              (long long)st.st_blocks);
+		audit_close(a);
+	}
+	expect_intact(7, 1);
+	/* Not past the rotation limit: a file near it reserves nothing. */
+	assert_int_equal(audit_open(logp, key1, &a), 0);
+	audit_set_rotate(a, (uint64_t)size + 4096);
+	assert_int_equal(audit_ready(a), 0);
+	assert_int_equal(stat(logp, &st), 0);
+	assert_true((off_t)st.st_blocks * 512 < st.st_size + 64 * 1024);
+	audit_close(a);
+	assert_int_equal(audit_ready(NULL), VERR_INVALID);
 }
 
 /* ---- redaction and secrets ---- */
@@ -1171,6 +1222,7 @@ main(void)
 	        cmocka_unit_test_setup(test_rotation, clean),
 	        cmocka_unit_test_setup(test_rotation_drops_oldest, clean),
 	        cmocka_unit_test_setup(test_write_failures, clean),
+	        cmocka_unit_test_setup(test_ready_reserves, clean),
 	        cmocka_unit_test_setup(test_redact_path, clean),
 	        cmocka_unit_test_setup(test_no_secret_in_records, clean),
 	        cmocka_unit_test_setup(test_reader_follow, clean),
