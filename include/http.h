@@ -138,7 +138,7 @@ struct http_request {
 	int host_index;          /* index of the Host field in headers, or -1 */
 	const char *host;        /* its value (NULL when absent) */
 	size_t host_len;
-	int err_status; /* on HTTP_ERROR: 400, 414, 431, 501 or 505 */
+	int err_status; /* on HTTP_ERROR: 400, 414, 431 or 505 */
 	const char *err_reason;
 };
 
@@ -240,5 +240,8 @@ ssize_t http_chunked_feed(struct http_chunked *c, const char *buf, size_t len, c
 
 /* 1 once the last chunk, the trailer section and its final CRLF were consumed. */
 int http_chunked_done(const struct http_chunked *c);
+
+/* 1 once a whole chunk-size line (with its CRLF) has been read, else 0. */
+int http_chunked_sized(const struct http_chunked *c);
 
 #endif

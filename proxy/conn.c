@@ -799,7 +799,8 @@ head_released(const void *data, size_t len, void *arg)
 	secbuf_free(arg); /* wipes the secret */
 }
 
-static void
+/* -1: c is closed. */
+static int
 send_head(struct conn *c)
 {
 	struct secbuf *h = c->head;
@@ -813,7 +814,65 @@ send_head(struct conn *c)
 	                           h) != 0) {
 		secbuf_free(h);
 		conn_close(c);
+		return -1;
 	}
+	return 0;
+}
+
+/*
+ * A chunked body's first size line, checked on a copy of the decoder before
+ * the head goes out, so that a malformed one is refused (400) with nothing
+ * sent upstream. 1: well-formed; 0: not all here yet; -1: refused.
+ */
+static int
+first_chunk_checked(struct conn *c)
+{
+	struct http_chunked probe = c->req_chunk;
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	size_t len = evbuffer_get_length(in), off = 0, dlen;
+	const char *buf, *data;
+	ssize_t n;
+
+	if (len > HTTP_CHUNK_LINE_MAX + 2)
+		len = HTTP_CHUNK_LINE_MAX + 2; /* enough for the line and its CRLF */
+	if (len == 0)
+		return 0;
+	if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)len)) == NULL) {
+		conn_close(c);
+		return -1;
+	}
+	while (off < len && !http_chunked_sized(&probe)) {
+		if ((n = http_chunked_feed(&probe, buf + off, len - off, &data, &dlen)) < 0) {
+			respond_error(c, 400, "Bad Request", probe.err_reason);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		off += (size_t)n;
+	}
+	return http_chunked_sized(&probe);
+}
+
+/*
+ * Send the injected head once nothing known about the request is wrong: for
+ * a chunked body, once its first size line is in and well-formed (later
+ * ones are checked as they are relayed: a bad one cuts the request short,
+ * and the upstream never sees it complete). 1: sent (or already); 0: waiting
+ * for the client; -1: refused or closed.
+ */
+static int
+release_head(struct conn *c)
+{
+	int r;
+
+	if (c->head == NULL)
+		return 1;
+	if (c->req_body == HTTP_BODY_CHUNKED && (r = first_chunk_checked(c)) <= 0) {
+		if (r == 0)
+			bufferevent_enable(c->cli, EV_READ);
+		return r;
+	}
+	return send_head(c) == 0 ? 1 : -1;
 }
 
 static void
@@ -859,8 +918,9 @@ upstream_event(struct bufferevent *bev, short what, void *arg)
 		}
 		/* Verified TLS (or allowed plain HTTP): only now may the head go out. */
 		set_state(c, C_EXCHANGE);
-		send_head(c);
 		bufferevent_enable(c->up, EV_READ | EV_WRITE);
+		if (release_head(c) < 0)
+			return;
 		pump(c);
 		return;
 	}
@@ -1021,7 +1081,8 @@ begin_request(struct conn *c, const struct http_request *rq, size_t consumed)
 		return;
 	}
 	set_state(c, C_EXCHANGE);
-	send_head(c);
+	if (release_head(c) < 0)
+		return;
 	pump(c);
 }
 
@@ -1448,6 +1509,9 @@ forward_head(struct conn *c, const struct http_response *rs, const char *raw, si
 			evbuffer_add(h, "\r\n", 2);
 		}
 		c->chunked_out = c->client_minor >= 1;
+		/* HTTP/1.0 has no chunks: the body ends with the connection. */
+		if (!c->chunked_out)
+			c->client_keep_alive = 0;
 		if (c->chunked_out)
 			evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
 		if (!c->chunked_out || !c->client_keep_alive)
@@ -1610,7 +1674,7 @@ pump_request(struct conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->cli);
 
-	if (c->req_done || c->up == NULL)
+	if (c->req_done || c->up == NULL || release_head(c) <= 0)
 		return;
 	if (c->req_body == HTTP_BODY_LENGTH) {
 		size_t n = evbuffer_get_length(in);

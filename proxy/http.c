@@ -421,7 +421,7 @@ check_te(struct parse *p, const struct http_header *te)
 	}
 	if (!tchars)
 		return fail(p, 400, "malformed Transfer-Encoding");
-	return fail(p, 501, "unsupported transfer coding");
+	return fail(p, 400, "Transfer-Encoding other than a final chunked");
 }
 
 static int
@@ -1022,4 +1022,10 @@ int
 http_chunked_done(const struct http_chunked *c)
 {
 	return c->state == CH_DONE;
+}
+
+int
+http_chunked_sized(const struct http_chunked *c)
+{
+	return c->state >= CH_DATA && c->state != CH_ERROR;
 }

@@ -158,7 +158,7 @@ check_request(const char *buf, size_t size, const struct http_limits *lim)
 	if (n == HTTP_ERROR) {
 		CHECK(rq.err_reason != NULL);
 		CHECK(rq.err_status == 400 || rq.err_status == 414 || rq.err_status == 431 ||
-		      rq.err_status == 501 || rq.err_status == 505);
+		      rq.err_status == 505);
 		return;
 	}
 	if (n == HTTP_INCOMPLETE)

@@ -182,6 +182,18 @@ def main():
             % hp.encode(),
             b"GET http://evil.test/ HTTP/1.1\r\nHost: %s\r\n\r\n" % hp.encode(),
             b"GET / HTTP/1.1\r\nHost: %s\r\nX: a\x00b\r\n\r\n" % hp.encode(),
+            b"POST / HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+            b"0\r\n\r\n" % hp.encode(),
+            b"POST / HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"
+            b"0\r\n\r\n" % hp.encode(),
+            b"POST / HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: identity\r\n\r\n"
+            % hp.encode(),
+            # (a bad size after a good chunk: the upstream may have the head, but
+            # never a complete request)
+            b"POST / HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\nzz\r\n" % hp.encode(),
+            b"POST /head-first HTTP/1.1\r\nHost: %s\r\nContent-Length: +5\r\n\r\nhello"
+            % hp.encode(),
         ]
         n0 = len(upstream_records(log))
         for i, raw in enumerate(bad_requests):
@@ -200,6 +212,43 @@ def main():
         resp = read_all(t)
         t.close()
         check(resp.startswith(b"HTTP/1.1 431"), "oversized head -> 431")
+
+        # HTTP/1.0 with keep-alive: a body without chunks ends with the connection,
+        # so vproxy closes it after the body (the client would otherwise wait).
+        t = tls_through_proxy(s.port, "api.test", port, s.ca_path)
+        t.settimeout(10)
+        t.sendall(b"GET /http10 HTTP/1.0\r\nHost: %s\r\nConnection: keep-alive\r\n\r\n"
+                  % hp.encode())
+        t0 = time.monotonic()
+        resp = read_all(t)
+        t.close()
+        check(resp.startswith(b"HTTP/1.1 200") and resp.rstrip().endswith(b"}") and
+              b"Connection: close" in resp and time.monotonic() - t0 < 8,
+              "HTTP/1.0 keep-alive client: body ended by vproxy closing (%r)" % resp[-40:])
+
+        # A chunked body's first size line is checked before the head (with the
+        # secret) goes out, also when the body follows after a pause.
+        for first, want, what in ((b"zz\r\n", b"HTTP/1.1 400", "a bad first chunk size"),
+                                  (b"5\r\nhello\r\n0\r\n\r\n", b"HTTP/1.1 200",
+                                   "a good chunked body")):
+            n0 = len(upstream_records(log))
+            t = tls_through_proxy(s.port, "api.test", port, s.ca_path)
+            t.settimeout(10)
+            t.sendall(b"POST /head-first HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n" % hp.encode())
+            time.sleep(0.5)
+            t.sendall(first)
+            resp = read_all(t)
+            t.close()
+            time.sleep(0.2)
+            recs = upstream_records(log)[n0:]
+            check(resp.startswith(want), "%s after a pause: %r" % (what, resp[:12]))
+            if want.endswith(b"400"):
+                check(recs == [], "... and not even its head reached the upstream (%d records)"
+                      % len(recs))
+            else:
+                check(len(recs) == 2 and recs[-1].get("body") == "hello",
+                      "... relayed whole (%r)" % [r.get("body") for r in recs])
 
         # The TLS name must be the tunnel's.
         try:

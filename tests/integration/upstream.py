@@ -6,7 +6,8 @@ reached the upstream. Prints the port it listens on, then serves forever.
 
 Also /big/N (N bytes, for slow readers), /sink (a body read and dropped,
 for endless uploads), /close (the answer, then the connection closed) and
-/close-delimited (a body ended by the close alone).
+/close-delimited (a body ended by the close alone); /head-first... is
+logged as soon as its head is in, and again when complete.
 
 usage: upstream.py --cert CERT --key KEY --log FILE [--plain]
 """
@@ -71,6 +72,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             pass
 
     def _serve(self):
+        if self.path.startswith("/head-first"):
+            # Logged as soon as the head is in, before any of the body is read:
+            # shows whether a head reached the upstream at all.
+            with open(self.server.log, "a") as f:
+                f.write(json.dumps({"method": self.command, "path": self.path,
+                                    "headers": [[k, v] for k, v in self.headers.items()],
+                                    "head_only": True}) + "\n")
         if self.path.startswith("/sink"):
             return self._sink()
         if self.path.startswith("/big/"):
