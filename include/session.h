@@ -91,8 +91,18 @@ int session_bound(const struct session *s, const struct hostspec *target);
 int session_tunnel_allowed(const struct session *s, const struct hostspec *target);
 
 /*
- * The upstream TLS context for a bound target: the CA bundles of the keys
- * bound to it (vault add --ca) when any has one, else the system roots.
+ * 1 when two keys of the session bound to target trust different upstream
+ * CAs (their --ca bundles differ, or one has none: the system roots), with
+ * their names in *a and *b. Each key's secret may only go to a server
+ * verified the way its own entry says, so such a destination is refused.
+ */
+int session_trust_conflict(const struct session *s, const struct hostspec *target, const char **a,
+                           const char **b);
+
+/*
+ * The upstream TLS context for a bound target: the CA bundle of the keys
+ * bound to it (vault add --ca; they agree, see session_trust_conflict), or
+ * the system roots.
  * A new reference (SSL_CTX_free), or NULL.
  */
 SSL_CTX *session_upstream_ctx(struct session *s, const struct hostspec *target,

@@ -1180,6 +1180,22 @@ parse_request(struct conn *c)
 			free(rq);
 			return;
 		}
+		if (!c->tunnel && !c->plain) {
+			const char *ka, *kb;
+
+			if (session_trust_conflict(c->s, &c->target, &ka, &kb)) {
+				char what[2 * VAULT_NAME_MAX + 160];
+
+				snprintf(what, sizeof(what),
+				         "keys %s and %s are both bound to this host but trust "
+				         "different CAs (vault add --ca); use them in separate "
+				         "sessions",
+				         ka, kb);
+				respond_error(c, 403, "Forbidden", what);
+				free(rq);
+				return;
+			}
+		}
 		if (!c->plain) {
 			evbuffer_drain(in, (size_t)n);
 			free(rq);

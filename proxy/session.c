@@ -477,6 +477,39 @@ session_tunnel_allowed(const struct session *s, const struct hostspec *target)
 	return 0;
 }
 
+/* Whether e is bound to target. */
+static int
+entry_binds(const struct vault_entry *e, const struct hostspec *target)
+{
+	for (size_t j = 0; j < e->nhosts; j++)
+		if (hostspec_match(&e->hosts[j], target))
+			return 1;
+	return 0;
+}
+
+int
+session_trust_conflict(const struct session *s, const struct hostspec *target, const char **a,
+                       const char **b)
+{
+	const struct vault_entry *first = NULL;
+
+	for (size_t i = 0; i < s->nkeys; i++) {
+		const struct vault_entry *e = s->keys[i];
+
+		if (!entry_binds(e, target))
+			continue;
+		if (first == NULL) {
+			first = e;
+		} else if (e->ca_len != first->ca_len ||
+		           (e->ca_len > 0 && memcmp(e->ca, first->ca, e->ca_len) != 0)) {
+			*a = first->name;
+			*b = e->name;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static SSL_CTX *
 make_upstream_ctx(const struct session *s, const struct hostspec *target,
                   int (*new_session)(SSL *ssl, SSL_SESSION *sess))
@@ -487,14 +520,12 @@ make_upstream_ctx(const struct session *s, const struct hostspec *target,
 	for (size_t i = 0; i < s->nkeys && n < SESSION_KEYS_MAX; i++) {
 		const struct vault_entry *e = s->keys[i];
 
-		if (e->ca_len == 0)
-			continue;
-		for (size_t j = 0; j < e->nhosts; j++)
-			if (hostspec_match(&e->hosts[j], target)) {
-				pems[n] = e->ca;
-				lens[n++] = e->ca_len;
-				break;
-			}
+		/* All agree (session_trust_conflict): the first one's will do. */
+		if (e->ca_len > 0 && entry_binds(e, target)) {
+			pems[n] = e->ca;
+			lens[n++] = e->ca_len;
+			break;
+		}
 	}
 	return tlsctx_upstream(pems, lens, n, new_session);
 }

@@ -80,6 +80,8 @@ def main():
             secret_noca.encode())
         run([VAULT, "add", "wrongname", "--host", "wrong.test:%d" % port, "--inject", "bearer",
              "--ca", tmp + "/ca.pem"], env, b"wrongname-secret")
+        run([VAULT, "add", "sysroots-key", "--host", hp, "--inject", "header:X-Sys"], env,
+            b"sysroots-secret-value")
         resolve = []
         for h in ("api.test", "noca.test", "wrong.test"):
             resolve += ["--resolve", "%s:%d:127.0.0.1" % (h, port)]
@@ -167,6 +169,23 @@ def main():
         check(b"502" in r.stdout, "upstream name mismatch: 502")
         check(len(upstream_records(log)) == n0, "no request (no secret) sent to an unverified "
               "upstream")
+
+        # Each key's secret goes only to a server verified the way its entry says:
+        # a key without --ca (system roots) is never sent to api.test, which only
+        # the test CA vouches for, and a session holding it together with a key
+        # that trusts that CA is refused for the host rather than mixing the two.
+        n0 = len(upstream_records(log))
+        for names, want in ((["sysroots"], b"502"), (["deploy", "sysroots"], b"403")):
+            sx = vrunctl.Session(runtime, names)
+            r = subprocess.run(["curl", "-sS", "--max-time", "15", "--proxy",
+                                "http://127.0.0.1:%d" % sx.port, "--cacert", sx.ca_path,
+                                "-w", "%{http_connect} %{http_code}", "https://%s/trust" % hp],
+                               capture_output=True, timeout=60)
+            sx.sock.close()
+            check(r.stdout.split()[:1] == [b"403"] if want == b"403" else want in r.stdout,
+                  "keys %s on a host only the test CA vouches for: %s (%r)"
+                  % ("+".join(names), want.decode(), r.stdout[-160:]))
+        check(len(upstream_records(log)) == n0, "... and the upstream saw no request")
 
         # Strict HTTP inside the tunnel: each is 400 and reaches nobody.
         bad_requests = [
@@ -466,6 +485,8 @@ def main():
         check(any(r["host"] == "unbound.test" and r["status"] == 403 for r in denied),
               "the 403 for an unbound host is recorded as denied")
         check(any(r["status"] == 400 for r in denied), "malformed requests are recorded")
+        check(any("trust different CAs" in r.get("reason", "") for r in denied),
+              "a host whose keys disagree on its CA: refusal recorded with the reason")
         check(any("SNI" in r.get("reason", "") and "differs" in r["reason"] for r in denied) and
               any("without the tunnel's name" in r.get("reason", "") for r in denied),
               "refused TLS handshakes (wrong SNI, none) are recorded as denied")
