@@ -64,7 +64,8 @@ enum verr {
 	VERR_NO_USERNS = -51,           /* user namespaces unavailable to this user */
 	VERR_CMD_NOT_FOUND = -52,       /* the command to run does not exist */
 	VERR_CMD_NOT_EXEC = -53,        /* the command exists but cannot be executed */
-	VERR_LIMIT_LAST = -54
+	VERR_DAEMON_ORPHANED = -54,     /* vproxy's control socket was removed under it */
+	VERR_LIMIT_LAST = -55
 };
 
 /* A static, human-readable description of code; never NULL. */

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "daemon.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #define CLIENT_TIMEOUT_SEC 10 /* to send a message while holding no session */
 #define COMMAND_MAX        1024
 #define DAEMON_SECBUF_POOL (512 * 1024) /* wiped, locked buffers kept for reuse */
+#define DAEMON_WATCH_SEC   5            /* how often the control socket is looked for */
 
 _Static_assert(CTL_MAX_KEYS <= SESSION_KEYS_MAX, "a session must hold every key a request names");
 
@@ -48,6 +50,10 @@ struct daemon {
 	const struct daemon_opts *o;
 	int lockfd, ctlfd;
 	struct event *accept_ev, *retry_ev, *sig_ev[3];
+	struct event *watch_ev; /* checks the control socket is still there */
+	dev_t sock_dev;
+	ino_t sock_ino;
+	int orphaned;
 	struct client *clients;
 	size_t nclients;
 	time_t started;
@@ -65,6 +71,29 @@ socket_path(const struct paths *p, struct sockaddr_un *sun)
 	                     DAEMON_SOCKET_NAME) >= sizeof(sun->sun_path))
 		return VERR_TOO_LARGE;
 	return VERR_OK;
+}
+
+/*
+ * Session CA bundles (ca-<32 hex>.pem, sessca_write_bundle) left by a daemon
+ * that did not end its sessions (killed, or the machine crashed).
+ */
+static void
+remove_stale_bundles(const char *dir)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+
+	if (dp == NULL)
+		return;
+	while ((de = readdir(dp)) != NULL) {
+		size_t n = strlen(de->d_name);
+
+		if (n == 3 + 32 + 4 && strncmp(de->d_name, "ca-", 3) == 0 &&
+		    strcmp(de->d_name + n - 4, ".pem") == 0 &&
+		    strspn(de->d_name + 3, "0123456789abcdef") == 32)
+			(void)unlinkat(dirfd(dp), de->d_name, 0);
+	}
+	closedir(dp);
 }
 
 int
@@ -89,7 +118,8 @@ daemon_prepare(const struct paths *p, int *lockfd, int *ctlfd)
 		r = errno == EWOULDBLOCK ? VERR_DAEMON_RUNNING : VERR_SYSTEM;
 		goto fail;
 	}
-	/* Holding the lock, any socket file left behind is stale. */
+	/* Holding the lock, any socket file or CA bundle left behind is stale. */
+	remove_stale_bundles(p->runtime);
 	if (unlink(sun.sun_path) != 0 && errno != ENOENT) {
 		r = VERR_SYSTEM;
 		goto fail;
@@ -98,7 +128,7 @@ daemon_prepare(const struct paths *p, int *lockfd, int *ctlfd)
 		r = VERR_SYSTEM;
 		goto fail;
 	}
-	old = umask(077); /* the socket is born 0600, no window */
+	old = umask(0177); /* the socket is born 0600, no window */
 	r = bind(sfd, (struct sockaddr *)&sun, sizeof(sun));
 	umask(old);
 	if (r != 0 || listen(sfd, 64) != 0) {
@@ -527,6 +557,35 @@ accept_control(evutil_socket_t fd, short what, void *arg)
 	arm(c);
 }
 
+/* Whether the control socket's path still names the socket this daemon made. */
+static int
+socket_ours(const struct daemon *d, const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == d->sock_dev &&
+	       st.st_ino == d->sock_ino;
+}
+
+/*
+ * The control socket gone (its runtime directory removed, as logind does
+ * at the last logout) leaves a daemon holding decrypted keys that nothing
+ * can reach, stop or see: it exits.
+ */
+static void
+watch_socket(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct sockaddr_un sun;
+
+	(void)fd;
+	(void)what;
+	if (socket_path(d->o->paths, &sun) == 0 && socket_ours(d, sun.sun_path))
+		return;
+	d->orphaned = 1;
+	event_base_loopexit(d->base, NULL);
+}
+
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -563,6 +622,21 @@ daemon_run(struct vault *v, const struct daemon_opts *o, int lockfd, int ctlfd, 
 	d->retry_ev = evtimer_new(d->base, accept_retry, d);
 	if (d->accept_ev == NULL || d->retry_ev == NULL || event_add(d->accept_ev, NULL) != 0)
 		goto out;
+	{
+		struct stat st;
+		struct timeval every = {DAEMON_WATCH_SEC, 0};
+
+		if (fstat(ctlfd, &st) != 0 || socket_path(o->paths, &sun) != 0 ||
+		    lstat(sun.sun_path, &st) != 0) {
+			r = VERR_SYSTEM;
+			goto out;
+		}
+		d->sock_dev = st.st_dev;
+		d->sock_ino = st.st_ino;
+		d->watch_ev = event_new(d->base, -1, EV_PERSIST, watch_socket, d);
+		if (d->watch_ev == NULL || event_add(d->watch_ev, &every) != 0)
+			goto out;
+	}
 	for (size_t i = 0; i < 3; i++)
 		if ((d->sig_ev[i] = evsignal_new(d->base, sigs[i], on_signal, d)) == NULL ||
 		    event_add(d->sig_ev[i], NULL) != 0)
@@ -573,6 +647,8 @@ daemon_run(struct vault *v, const struct daemon_opts *o, int lockfd, int ctlfd, 
 		ready_fd = -1;
 	}
 	r = event_base_dispatch(d->base) < 0 ? VERR_SYSTEM : VERR_OK;
+	if (r == VERR_OK && d->orphaned)
+		r = VERR_DAEMON_ORPHANED;
 out:
 	if (ready_fd >= 0)
 		close(ready_fd);
@@ -586,12 +662,16 @@ out:
 			event_free(d->accept_ev);
 		if (d->retry_ev != NULL)
 			event_free(d->retry_ev);
+		if (d->watch_ev != NULL)
+			event_free(d->watch_ev);
 		if (d->base != NULL)
 			event_base_free(d->base);
-		free(d);
 	}
-	if (socket_path(o->paths, &sun) == 0)
+	/* Only our own socket: another vproxy may have made a new one since. */
+	if (d != NULL && d->sock_ino != 0 && socket_path(o->paths, &sun) == 0 &&
+	    socket_ours(d, sun.sun_path))
 		unlink(sun.sun_path);
+	free(d);
 	close(ctlfd);
 	close(lockfd);
 	vault_close(v);

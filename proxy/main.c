@@ -260,8 +260,21 @@ pidfile_remove(const struct paths *p)
 {
 	char path[PATH_BUFMAX];
 
-	if (file_path(path, p->runtime, PID_NAME) == 0)
-		unlink(path);
+	char buf[32];
+	ssize_t n;
+	int fd;
+
+	if (file_path(path, p->runtime, PID_NAME) != 0 ||
+	    (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	/* Only our own: another vproxy may have started since (runtime dir removed). */
+	if (n > 0) {
+		buf[n] = '\0';
+		if (strtol(buf, NULL, 10) == (long)getpid())
+			unlink(path);
+	}
 }
 
 /*
@@ -615,6 +628,8 @@ serve(struct vault *v, struct daemon_opts *o, int lockfd, int ctlfd, int ready_f
 	r = daemon_run(v, o, lockfd, ctlfd, ready_fd);
 	if (r == 0)
 		log_msg("stopped");
+	else if (r == VERR_DAEMON_ORPHANED)
+		log_msg("stopped: %s", verr_strerror(r));
 	else
 		log_msg("stopped: the event loop failed: %s",
 		        r == VERR_SYSTEM ? strerror(errno) : verr_strerror(r));

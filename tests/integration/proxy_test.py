@@ -589,6 +589,51 @@ def main():
         except OSError:
             pass
 
+        # The daemon's files: socket 0600 in a 0700 directory; CA bundles left by a
+        # daemon killed with its sessions open are removed by the next one.
+        run([VPROXY, "start"] + resolve, env)
+        st = os.stat(vrunctl.socket_path(runtime))
+        check(oct(st.st_mode & 0o777) == "0o600" and
+              oct(os.stat(runtime).st_mode & 0o777) == "0o700",
+              "control socket 0600 (%o) in a 0700 directory (%o)"
+              % (st.st_mode & 0o777, os.stat(runtime).st_mode & 0o777))
+        with open(os.path.join(runtime, "vproxy.pid")) as f:
+            vpid = int(f.read())
+        s9 = vrunctl.Session(runtime, ["deploy"])
+        bundle = s9.ca_path
+        check(os.path.exists(bundle), "a session's CA bundle exists while it is open")
+        os.kill(vpid, 9)
+        for _ in range(100):
+            if not os.path.exists("/proc/%d" % vpid) or \
+                    open("/proc/%d/stat" % vpid).read().split()[2] == "Z":
+                break
+            time.sleep(0.05)
+        s9.sock.close()
+        check(os.path.exists(bundle), "... and after vproxy was killed (left behind)")
+        run([VPROXY, "start"] + resolve, env)
+        check(not os.path.exists(bundle), "the next vproxy removed the stale bundle")
+
+        # The runtime directory removed (as logind does at the last logout): the
+        # daemon, now unreachable, exits rather than keep the keys for no one.
+        with open(os.path.join(runtime, "vproxy.pid")) as f:
+            vpid = int(f.read())
+        shutil.rmtree(runtime)
+        gone = False
+        for _ in range(300):
+            if not os.path.exists("/proc/%d" % vpid) or \
+                    open("/proc/%d/stat" % vpid).read().split()[2] == "Z":
+                gone = True
+                break
+            time.sleep(0.1)
+        check(gone, "vproxy exits once its control socket is gone")
+        with open(tmp + "/home/vproxy.log") as f:
+            tail = f.read()[-400:]
+        check("control socket was removed" in tail, "... and says why in its log (%r)"
+              % tail[-160:])
+        run([VPROXY, "start"] + resolve, env)
+        r = run([VPROXY, "status"], env, check_rc=False)
+        check(r.returncode == 0, "a new vproxy starts after that")
+
         run([VPROXY, "stop"], env, check_rc=False)
         r = run([VPROXY, "status"], env, check_rc=False)
         check(r.returncode == 3, "status after stop: exit 3")
