@@ -117,6 +117,16 @@ def main():
         hdrs = dict((k.lower(), v) for k, v in rec["headers"])
         check(hdrs.get("authorization") == "Bearer " + secret_bearer, "bearer injected")
         check(hdrs.get("x-api-key") == secret_ph, "placeholder swapped in a header")
+        # An h2c upgrade is not passed on: the upstream speaks HTTP/1.1 with us.
+        r = curl("https://%s/h2c" % hp, "-H", "Upgrade: h2c", "-H", "HTTP2-Settings: AAMAAABk",
+                 "-H", "Connection: Upgrade, HTTP2-Settings")
+        rh = upstream_records(log)[-1]
+        names = set(k.lower() for k, v in rh["headers"])
+        check(r.returncode == 0 and rh["path"] == "/h2c" and
+              not names & {"upgrade", "http2-settings"} and
+              "upgrade" not in dict((k.lower(), v.lower()) for k, v in rh["headers"]).get(
+                  "connection", ""),
+              "Upgrade: h2c and HTTP2-Settings stripped (%r)" % sorted(names))
         check(rec["path"] == "/hello?key=" + secret_ph, "placeholder swapped in the query")
 
         r = curl("-d", "a body of some length", "https://%s/post" % hp)
@@ -393,6 +403,13 @@ def main():
         rec = upstream_records(log)[-1]
         check(dict((k.lower(), v) for k, v in rec["headers"]).get("x-late") ==
               "late-secret-value", "a key added after start works in the next session")
+        run([VAULT, "rm", "late"], env)
+        try:
+            vrunctl.Session(runtime, ["late"])
+            check(False, "a key removed after start is refused for the next session")
+        except RuntimeError as e:
+            check("no such key" in str(e),
+                  "a key removed after start is refused for the next session (%s)" % e)
         s2.close()
 
         # A session with a proxy credential (the macOS flow): nothing without it.

@@ -126,7 +126,25 @@ def main():
         run([VAULT, "init", "--kdf", "interactive"], env)
         run([VAULT, "add", "k", "--host", authority.decode(), "--inject", "bearer", "--ca",
              tmp + "/ca.pem"], env, b"timeout-secret-value")
-        args = [VPROXY, "start", "--resolve", "slow.test:%d:127.0.0.1" % port]
+        # A destination that never answers a connect: a listener whose accept queue
+        # is full (backlog 0, filled, never accepted) drops further SYNs.
+        hole = socket.socket()
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(0)
+        hport = hole.getsockname()[1]
+        fillers = []
+        for _ in range(4):
+            f = socket.socket()
+            f.setblocking(False)
+            try:
+                f.connect(("127.0.0.1", hport))
+            except BlockingIOError:
+                pass
+            fillers.append(f)
+        run([VAULT, "add", "hole", "--host", "hole.test:%d" % hport, "--inject", "bearer"], env,
+            b"hole-secret-value")
+        args = [VPROXY, "start", "--resolve", "slow.test:%d:127.0.0.1" % port,
+                "--resolve", "hole.test:%d:127.0.0.1" % hport]
         for name, sec in T.items():
             args += ["--timeout", "%s=%d" % (name, sec)]
         run(args, env)
@@ -249,6 +267,22 @@ def main():
         check(took is not None and T["idle"] - 0.3 <= took <= T["idle"] + SLACK,
               "an idle kept-alive connection is closed after idle (%s s)" % took)
         t.close()
+
+        # An upstream that never answers the connect: 504 at the connect timeout.
+        sh = vrunctl.Session(runtime, ["hole"])
+        t0 = time.monotonic()
+        r = subprocess.run(["curl", "-sS", "--max-time", "20", "--proxy",
+                            "http://127.0.0.1:%d" % sh.port, "--cacert", sh.ca_path, "-o",
+                            "/dev/null", "-w", "%{http_connect} %{http_code}",
+                            "https://hole.test:%d/" % hport], capture_output=True, timeout=60)
+        took = time.monotonic() - t0
+        sh.sock.close()
+        check(b"504" in r.stdout and T["connect"] - 0.3 <= took <= T["connect"] + SLACK,
+              "a connect that is never answered: 504 after connect (%r, %.1f s)"
+              % (r.stdout, took))
+        for f in fillers:
+            f.close()
+        hole.close()
 
         # A client that never starts its TLS handshake after CONNECT.
         c = connect(s.port, authority)
