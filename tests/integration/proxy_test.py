@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import check, failures, run  # noqa: E402
@@ -58,7 +59,8 @@ def main():
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VAULT_HOME": tmp + "/home",
            "HOME": tmp, "VAULT_PASSPHRASE_FILE": tmp + "/pass"}
     runtime = tmp + "/home/run"
-    secret_bearer = "sk_live_" + os.urandom(12).hex()
+    # Bytes that URL encoding changes, so its form differs from the raw one.
+    secret_bearer = "sk_live_" + os.urandom(12).hex() + "/+=&"
     secret_ph = "ph_" + os.urandom(12).hex()
     secret_noca = "noca_" + os.urandom(12).hex()
     log = tmp + "/upstream.log"
@@ -152,6 +154,7 @@ def main():
         for sec in (secret_bearer, secret_ph):
             b = sec.encode()
             secrets_forms.append(b)
+            secrets_forms.append(urllib.parse.quote(sec, safe="").encode())
             for k in range(3):
                 enc = base64.b64encode(b"u" * k + b":" + b + b"!")
                 secrets_forms.append(enc[(k + 2) // 3 * 4 + 4: -8] if len(enc) > 20 else enc)
