@@ -7,10 +7,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
+
+#include <sodium.h>
 
 #include "verr.h"
 
@@ -69,6 +72,102 @@ passphrase_have_tty(void)
 	return 1;
 }
 
+static int
+is_key(unsigned char c, cc_t key)
+{
+	return key != _POSIX_VDISABLE && c == key;
+}
+
+/* Characters in b: bytes, or with utf8 the bytes that are not continuation bytes. */
+static size_t
+line_chars(const struct secbuf *b, int utf8)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < b->len; i++)
+		if (!utf8 || (b->data[i] & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+static void
+line_cut(struct secbuf *b, size_t len)
+{
+	sodium_memzero(b->data + len, b->len - len);
+	b->len = len;
+}
+
+int
+passphrase_edit(struct secbuf *b, unsigned char c, const struct termios *t)
+{
+	size_t len = b->len;
+
+	if (c == '\r' || c == '\n')
+		return PASSPHRASE_LINE;
+	/* Terminals disagree on whether Backspace sends BS or DEL: both erase. */
+	if (c == 0x7f || c == 0x08 || is_key(c, t->c_cc[VERASE])) {
+		/* With IUTF8 a character is its lead byte and the continuations after it. */
+		while (len > 0 && (t->c_iflag & IUTF8) && (b->data[len - 1] & 0xc0) == 0x80)
+			len--;
+		if (len > 0)
+			len--;
+		line_cut(b, len);
+		return PASSPHRASE_MORE;
+	}
+	if (is_key(c, t->c_cc[VKILL])) {
+		line_cut(b, 0);
+		return PASSPHRASE_MORE;
+	}
+	if (is_key(c, t->c_cc[VEOF]))
+		return b->len == 0 ? PASSPHRASE_EOF : PASSPHRASE_MORE;
+	if (b->len >= b->cap)
+		return VERR_TOO_LARGE;
+	b->data[b->len++] = c;
+	return PASSPHRASE_MORE;
+}
+
+/* Bytes already waiting on the terminal; 0 when it cannot say. */
+static int
+input_waiting(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/*
+ * After the end of the line: is there a second line? A paste of several
+ * lines arrives at once, so input already waiting means one; the first
+ * line alone is not what the person meant. CR LF is one line end.
+ */
+static int
+more_lines(int fd, unsigned char end)
+{
+	unsigned char c;
+	ssize_t n;
+
+	if (!input_waiting(fd))
+		return 0;
+	if (end != '\r')
+		return 1;
+	n = read(fd, &c, 1);
+	if (n != 1 || c != '\n') {
+		sodium_memzero(&c, sizeof(c)); /* a byte of the next line */
+		return 1;
+	}
+	return input_waiting(fd);
+}
+
+/* Show the person's typing where echo was asked for: erasures and visible bytes. */
+static void
+echo_edit(int fd, size_t before, size_t after, unsigned char c, int grew)
+{
+	for (; before > after; before--)
+		(void)!write(fd, "\b \b", 3);
+	if (grew && c >= 0x20 && c != 0x7f)
+		(void)!write(fd, &c, 1);
+}
+
 int
 passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 {
@@ -76,7 +175,8 @@ passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 	sigset_t ending, saved_mask, waitmask;
 	struct termios saved_term, term;
 	struct secbuf *b = NULL;
-	int fd, r, saved_errno, restore = 0;
+	int fd, e, r, saved_errno, restore = 0, utf8;
+	size_t before = 0, len;
 	unsigned char c;
 	ssize_t n;
 
@@ -103,10 +203,21 @@ passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 		r = VERR_NO_TTY;
 		goto restore_signals;
 	}
+	/*
+	 * Non-canonical, and the editing done here: the kernel cuts a canonical
+	 * line at 4095 bytes without a word, and secrets may be longer. Echo is
+	 * ours too (non-canonical echo would print erasures as ^?). CR and LF
+	 * arrive unmapped so that CR LF can be told from two line ends. Signal
+	 * keys keep working (ISIG). IEXTEN off: BSDs would still act on ^V and
+	 * ^O without ICANON.
+	 */
 	term = saved_term;
-	if (!echo)
-		term.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
-	term.c_lflag |= ICANON;
+	term.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ECHONL | IEXTEN);
+	term.c_lflag |= ISIG;
+	term.c_iflag &= ~(tcflag_t)(ICRNL | INLCR | IGNCR);
+	term.c_cc[VMIN] = 1;
+	term.c_cc[VTIME] = 0;
+	utf8 = (saved_term.c_iflag & IUTF8) != 0;
 	if (tcsetattr(fd, TCSAFLUSH, &term) != 0) {
 		r = VERR_SYSTEM;
 		goto restore_signals;
@@ -125,30 +236,39 @@ passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 			break;
 		}
 		n = read(fd, &c, 1);
-		if (n < 0 && errno == EINTR) {
-			r = VERR_SYSTEM;
-			break;
-		}
 		if (n < 0) {
 			r = VERR_SYSTEM;
 			break;
 		}
-		if (n == 0 || c == '\n' || c == '\r')
+		if (n == 0)
 			break;
-		if (b->len >= b->cap) {
-			/* Keep reading to the newline so nothing spills into the shell. */
+		len = b->len;
+		if (echo)
+			before = line_chars(b, utf8);
+		/* The erase and kill keys are the ones the person set up, as in canonical mode. */
+		e = passphrase_edit(b, c, &saved_term);
+		if (e == VERR_TOO_LARGE) {
+			/* Keep reading to the end of the line so none of it reaches the shell. */
 			r = VERR_TOO_LARGE;
 			continue;
 		}
-		b->data[b->len++] = c;
+		if (e == PASSPHRASE_EOF)
+			break;
+		if (e == PASSPHRASE_LINE) {
+			if (r == VERR_OK && more_lines(fd, c))
+				r = VERR_SECRET_BYTES;
+			break;
+		}
+		if (echo)
+			echo_edit(fd, before, line_chars(b, utf8), c, b->len > len);
 	}
-	c = 0;
+	sodium_memzero(&c, sizeof(c));
 restore_term:
 	saved_errno = errno;
+	/* TCSAFLUSH: the rest of a refused paste is dropped, not run by the shell. */
 	if (restore)
 		tcsetattr(fd, TCSAFLUSH, &saved_term);
-	if (!echo)
-		(void)!write(fd, "\n", 1);
+	(void)!write(fd, "\n", 1);
 	errno = saved_errno;
 restore_signals:
 	saved_errno = errno;
