@@ -13,8 +13,9 @@
 
 /*
  * Check that dir is a private directory. With create, missing components
- * are made with mode 0700 first. A missing dir without create gives
- * VERR_SYSTEM with errno ENOENT.
+ * are made first with mode 0700 exactly, whatever the umask. A missing dir
+ * without create gives VERR_SYSTEM with errno ENOENT; a component that is
+ * not a directory, VERR_SYSTEM with errno ENOTDIR.
  */
 int safefile_dir(const char *dir, int create);
 

@@ -25,30 +25,50 @@ private_stat(const struct stat *st, mode_t type)
 	return VERR_OK;
 }
 
+/*
+ * Make one directory of a path, or accept the one there. A new directory
+ * is set to exactly 0700: mkdir's mode passes through the umask, and with
+ * 0277 it would be dr-x------, in which the next component cannot be made.
+ * (chmod follows a symlink, but only someone able to write the parent could
+ * have swapped one in, and then nothing beneath it is private anyway.) An
+ * existing directory is left as it is: it may be $HOME. The last component
+ * is judged by safefile_dir, which must see a symlink as one.
+ */
+static int
+make_dir(const char *path, int last)
+{
+	struct stat st;
+
+	if (mkdir(path, 0700) == 0)
+		return chmod(path, 0700) == 0 ? VERR_OK : VERR_SYSTEM;
+	if (errno != EEXIST)
+		return VERR_SYSTEM;
+	if (last)
+		return VERR_OK;
+	if (stat(path, &st) != 0)
+		return VERR_SYSTEM;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR; /* not EEXIST's "File exists" */
+		return VERR_SYSTEM;
+	}
+	return VERR_OK;
+}
+
 static int
 mkdir_parents(char *path)
 {
-	struct stat st;
+	int r;
 
 	for (char *p = path + 1; *p != '\0'; p++) {
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-			*p = '/';
-			return VERR_SYSTEM;
-		}
-		if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-			if (errno == 0)
-				errno = ENOTDIR;
-			*p = '/';
-			return VERR_SYSTEM;
-		}
+		r = make_dir(path, 0);
 		*p = '/';
+		if (r != 0)
+			return r;
 	}
-	if (mkdir(path, 0700) != 0 && errno != EEXIST)
-		return VERR_SYSTEM;
-	return VERR_OK;
+	return make_dir(path, 1);
 }
 
 int
@@ -68,6 +88,10 @@ safefile_dir(const char *dir, int create)
 	}
 	if (lstat(dir, &st) != 0)
 		return VERR_SYSTEM;
+	if (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) {
+		errno = ENOTDIR;
+		return VERR_SYSTEM;
+	}
 	return private_stat(&st, S_IFDIR);
 }
 

@@ -63,6 +63,83 @@ test_dir_checks(void **state)
 }
 
 static void
+assert_mode(const char *p, mode_t want)
+{
+	struct stat st;
+
+	assert_int_equal(lstat(p, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, want);
+}
+
+/* New directories are 0700 whatever the umask; existing ones keep their mode. */
+static void
+test_dir_mode_umask(void **state)
+{
+	static const mode_t masks[] = {0277, 0777, 0};
+	char p[256];
+	mode_t old;
+
+	(void)state;
+	path(p, "kept");
+	assert_int_equal(mkdir(p, 0755), 0);
+	assert_int_equal(chmod(p, 0755), 0);
+	for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "kept/m%zu/x/y", i);
+		path(p, name);
+		old = umask(masks[i]);
+		assert_int_equal(safefile_dir(p, 1), 0);
+		umask(old);
+		assert_mode(p, 0700);
+		snprintf(name, sizeof(name), "kept/m%zu/x", i);
+		path(p, name);
+		assert_mode(p, 0700);
+		snprintf(name, sizeof(name), "kept/m%zu", i);
+		path(p, name);
+		assert_mode(p, 0700);
+	}
+	path(p, "kept");
+	assert_mode(p, 0755);
+}
+
+/* A component that is a file says so, rather than "File exists". */
+static void
+test_dir_not_a_dir(void **state)
+{
+	char p[256], f[256];
+	int fd;
+
+	(void)state;
+	path(f, "plain");
+	assert_true((fd = open(f, O_CREAT | O_WRONLY, 0600)) >= 0);
+	close(fd);
+	path(p, "plain/sub");
+	errno = 0;
+	assert_int_equal(safefile_dir(p, 1), VERR_SYSTEM);
+	assert_int_equal(errno, ENOTDIR);
+	path(p, "plain/sub/deeper");
+	errno = 0;
+	assert_int_equal(safefile_dir(p, 1), VERR_SYSTEM);
+	assert_int_equal(errno, ENOTDIR);
+	errno = 0;
+	assert_int_equal(safefile_dir(f, 1), VERR_SYSTEM);
+	assert_int_equal(errno, ENOTDIR);
+	errno = 0;
+	assert_int_equal(safefile_dir(f, 0), VERR_SYSTEM);
+	assert_int_equal(errno, ENOTDIR);
+	/* A symlink as the last component stays an insecure path, created or not. */
+	path(p, "dlink");
+	assert_int_equal(symlink(dir, p), 0);
+	assert_int_equal(safefile_dir(p, 1), VERR_INSECURE_PATH);
+	assert_int_equal(safefile_dir(p, 0), VERR_INSECURE_PATH);
+	path(p, "plainlink");
+	assert_int_equal(symlink(f, p), 0);
+	assert_int_equal(safefile_dir(p, 1), VERR_INSECURE_PATH);
+}
+
+static void
 test_replace_and_read(void **state)
 {
 	char p[256];
@@ -163,10 +240,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_dir_checks),
-	        cmocka_unit_test(test_replace_and_read),
-	        cmocka_unit_test(test_remove_temps),
-	        cmocka_unit_test(test_lock_excludes),
+	        cmocka_unit_test(test_dir_checks),    cmocka_unit_test(test_dir_mode_umask),
+	        cmocka_unit_test(test_dir_not_a_dir), cmocka_unit_test(test_replace_and_read),
+	        cmocka_unit_test(test_remove_temps),  cmocka_unit_test(test_lock_excludes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
