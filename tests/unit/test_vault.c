@@ -26,6 +26,39 @@ static struct paths P;
 static struct vault_kdf K;
 static struct secbuf *pass, *pass2;
 
+/*
+ * The secret of every entry the tests add, by name, so that what a reopened
+ * vault holds can be compared byte for byte, not only counted.
+ */
+#define REMEMBERED_MAX 16
+static struct {
+	char name[VAULT_NAME_MAX + 1];
+	struct secbuf *secret;
+} remembered[REMEMBERED_MAX];
+
+static void
+remember(const struct vault_entry *e)
+{
+	size_t i;
+
+	for (i = 0; i < REMEMBERED_MAX && remembered[i].secret != NULL; i++)
+		if (strcmp(remembered[i].name, e->name) == 0)
+			break;
+	assert_true(i < REMEMBERED_MAX);
+	secbuf_free(remembered[i].secret);
+	strcpy(remembered[i].name, e->name);
+	assert_int_equal(secbuf_dup(e->secret->data, e->secret->len, &remembered[i].secret), 0);
+}
+
+static void
+forget_all(void)
+{
+	for (size_t i = 0; i < REMEMBERED_MAX; i++) {
+		secbuf_free(remembered[i].secret);
+		remembered[i].secret = NULL;
+	}
+}
+
 static int
 setup(void **state)
 {
@@ -54,6 +87,7 @@ teardown(void **state)
 	paths_clear(&P);
 	secbuf_free(pass);
 	secbuf_free(pass2);
+	forget_all();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	return system(cmd) == 0 ? 0 : -1;
 }
@@ -74,6 +108,33 @@ entry(const char *name, const char *host)
 	                 0);
 	e->nhosts = 1;
 	assert_int_equal(vault_default_env(name, e->env, sizeof(e->env)), 0);
+	return e;
+}
+
+/* Every entry of v holds exactly the secret it was added with. */
+static void
+assert_secrets(const struct vault *v)
+{
+	for (size_t i = 0; i < vault_count(v); i++) {
+		const struct vault_entry *f = vault_entry_at(v, i);
+		size_t j;
+
+		for (j = 0; j < REMEMBERED_MAX && remembered[j].secret != NULL; j++)
+			if (strcmp(remembered[j].name, f->name) == 0)
+				break;
+		assert_true(j < REMEMBERED_MAX && remembered[j].secret != NULL);
+		assert_non_null(f->secret);
+		assert_true(secbuf_equal(f->secret, remembered[j].secret));
+	}
+}
+
+/* A new entry whose secret is remembered for assert_secrets. */
+static struct vault_entry *
+kept_entry(const char *name, const char *host)
+{
+	struct vault_entry *e = entry(name, host);
+
+	remember(e);
 	return e;
 }
 
@@ -129,7 +190,7 @@ test_edit_and_resolve(void **state)
 
 	(void)state;
 	assert_int_equal(vault_open(&P, pass, VAULT_WRITE, &v), 0);
-	e = entry("deploy-key", "api.example.com");
+	e = kept_entry("deploy-key", "api.example.com");
 	assert_int_equal(vault_add(v, &e), 0);
 	assert_null(e);
 	e = entry("deploy-key", "other.example");
@@ -137,8 +198,9 @@ test_edit_and_resolve(void **state)
 	strcpy(e->name, "deploy_key"); /* same default variable DEPLOY_KEY */
 	assert_int_equal(vault_add(v, &e), VERR_ENV_TAKEN);
 	strcpy(e->env, "DEPLOY_KEY_2");
+	remember(e);
 	assert_int_equal(vault_add(v, &e), 0);
-	e = entry("gh", "github.com");
+	e = kept_entry("gh", "github.com");
 	assert_int_equal(vault_add(v, &e), 0);
 	e = entry("bad", "x.example");
 	e->nhosts = 0;
@@ -149,6 +211,7 @@ test_edit_and_resolve(void **state)
 
 	assert_int_equal(vault_open(&P, pass, VAULT_READ, &v), 0);
 	assert_int_equal(vault_count(v), 3);
+	assert_secrets(v);
 	assert_int_equal(vault_resolve(v, "gh", &f, &exact), 0);
 	assert_string_equal(f->name, "gh");
 	assert_true(exact);
@@ -173,6 +236,7 @@ test_edit_and_resolve(void **state)
 	assert_string_equal(vault_entry_at(v, 0)->name, "deploy-key");
 	assert_string_equal(vault_entry_at(v, 1)->name, "gh");
 	assert_null(vault_entry_at(v, 2));
+	assert_secrets(v);
 	vault_close(v);
 }
 
@@ -195,6 +259,7 @@ test_rekey(void **state)
 	assert_int_equal(vault_open(&P, pass2, VAULT_READ, &v), 0);
 	assert_int_equal(vault_count(v), 2);
 	assert_true(secbuf_equal(vault_audit_key(v), audit));
+	assert_secrets(v);
 	vault_close(v);
 	/* And back, so later tests can keep using pass. */
 	assert_int_equal(vault_open(&P, pass2, VAULT_WRITE, &v), 0);
@@ -210,21 +275,25 @@ test_concurrent_writers(void **state)
 	enum { N = 6 };
 	pid_t pids[N];
 	struct vault *v;
+	struct vault_entry *es[N];
 	const struct vault_entry *f;
 
 	(void)state;
+	/* Made here, so their secrets are known to compare after the children save. */
+	for (int i = 0; i < N; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "w%d", i);
+		es[i] = kept_entry(name, "w.example");
+	}
 	for (int i = 0; i < N; i++) {
 		pids[i] = fork();
 		assert_true(pids[i] >= 0);
 		if (pids[i] == 0) {
 			struct vault *cv;
-			struct vault_entry *e;
-			char name[16];
 
-			snprintf(name, sizeof(name), "w%d", i);
-			e = entry(name, "w.example");
-			if (vault_open(&P, pass, VAULT_WRITE, &cv) != 0 || vault_add(cv, &e) != 0 ||
-			    vault_save(cv) != 0)
+			if (vault_open(&P, pass, VAULT_WRITE, &cv) != 0 ||
+			    vault_add(cv, &es[i]) != 0 || vault_save(cv) != 0)
 				_exit(1);
 			vault_close(cv);
 			_exit(0);
@@ -233,6 +302,7 @@ test_concurrent_writers(void **state)
 	for (int i = 0; i < N; i++) {
 		int status;
 
+		vault_entry_free(es[i]);
 		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
 		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	}
@@ -244,6 +314,7 @@ test_concurrent_writers(void **state)
 		snprintf(name, sizeof(name), "w%d", i);
 		assert_int_equal(vault_find(v, name, &f), 0);
 	}
+	assert_secrets(v);
 	vault_close(v);
 }
 
@@ -260,7 +331,7 @@ test_refresh(void **state)
 	assert_int_equal(vault_open(&P, pass, VAULT_READ, &daemon), 0);
 	n = vault_count(daemon);
 	assert_int_equal(vault_open(&P, pass, VAULT_WRITE, &w), 0);
-	e = entry("fresh", "fresh.example");
+	e = kept_entry("fresh", "fresh.example");
 	assert_int_equal(vault_add(w, &e), 0);
 	assert_int_equal(vault_save(w), 0);
 	vault_close(w);
@@ -268,6 +339,7 @@ test_refresh(void **state)
 	assert_int_equal(vault_refresh(daemon), 0);
 	assert_int_equal(vault_count(daemon), n + 1);
 	assert_int_equal(vault_find(daemon, "fresh", &f), 0);
+	assert_secrets(daemon);
 	/* Unchanged: kept. Opened up to others (ctime moves): read again, refused. */
 	assert_int_equal(vault_refresh(daemon), 0);
 	assert_int_equal(chmod(P.db, 0644), 0);
@@ -323,6 +395,7 @@ test_insecure_and_leftovers(void **state)
 	assert_int_equal(unlink(P.db), 0);
 	assert_int_equal(rename(link, P.db), 0);
 	assert_int_equal(vault_open(&P, pass, VAULT_READ, &v), 0);
+	assert_secrets(v);
 	vault_close(v);
 }
 
