@@ -4,10 +4,14 @@ git http-backend behind fcgiwrap) through vproxy, and real escape attempts
 against servers the test started. See tests/e2e/README.md for what each
 suite covers and which test proves which escape.
 
-usage: e2e_test.py clients|escapes|bugs VAULT VPROXY VRUN
-       e2e_test.py --unprivileged clients|escapes|bugs VAULT VPROXY VRUN
+usage: e2e_test.py SUITE VAULT VPROXY VRUN
+       e2e_test.py --unprivileged SUITE VAULT VPROXY VRUN
                    as root: the same suite as a throwaway uid (setpriv);
                    exit 77 (skipped) when not root
+SUITE: clients, escapes, node (every node major found), node_env_proxy (the
+majors that honour NODE_USE_ENV_PROXY; exit 77, skipped, when none is found).
+Exit 0 all passed, 1 a failure, 77 nothing to test. Every run ends with its
+SKIPPED lines (cases that could not run here) and the passed/failed count.
 """
 import os
 import shutil
@@ -18,6 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
+SUITES = ("clients", "escapes", "node", "node_env_proxy")
 REQUIRED = {"nginx": "nginx", "fcgiwrap": "fcgiwrap", "git": "git", "curl": "curl",
             "openssl": "openssl", "wget": "wget"}
 
@@ -27,7 +32,7 @@ def main(argv):
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     if argv and argv[0] == "--unprivileged":
         return harness.run_unprivileged(os.path.abspath(__file__), argv[1:])
-    if len(argv) != 4 or argv[0] not in ("clients", "escapes", "bugs"):
+    if len(argv) != 4 or argv[0] not in SUITES:
         print(__doc__)
         return 2
     suite = argv[0]
@@ -42,6 +47,17 @@ def main(argv):
                                              "root" if os.geteuid() == 0 else "unprivileged"),
           flush=True)
     t0 = time.monotonic()
+    nodes = notes = None
+    if suite.startswith("node"):
+        import suite_node
+        nodes, notes = suite_node.find_nodes()
+        if suite == "node_env_proxy" and not any(n.env_proxy for n in nodes):
+            for text in notes:
+                print("# node: " + text)
+            print("# SKIPPED: node with NODE_USE_ENV_PROXY: no Node >= 22.21 / 24.5 here "
+                  "(found: %s); none is in Debian 12's archive. VRUN_E2E_NODE=/path/to/node "
+                  "tests one" % suite_node.describe(nodes), flush=True)
+            return harness.SKIP
     h = harness.Harness(suite, *bins)
     try:
         h.start()
@@ -53,9 +69,10 @@ def main(argv):
         elif suite == "escapes":
             import suite_escapes
             suite_escapes.run(h)
+        elif suite == "node":
+            suite_node.run_plain(h, nodes, notes)
         else:
-            import suite_bugs
-            suite_bugs.run(h)
+            suite_node.run_env_proxy(h, nodes, notes)
         h.check(h.vproxy_running(), "vproxy is still running at the end")
     except Exception as e:  # noqa: BLE001 -- a harness failure is a test failure
         import traceback

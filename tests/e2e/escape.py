@@ -21,6 +21,8 @@ usage: escape.py ATTEMPT ARGS...
   connect-relay HOST:PORT   CONNECT through the session proxy ($HTTPS_PROXY)
   absolute-relay URL        GET URL in absolute form through the session proxy
   hold                      print the session's view, then wait for stdin to close
+  peer PORT                 the session's view (net) plus "peer": a TCP connect to
+                            127.0.0.1:PORT ("ok connected" or the errno)
   guard                     exit 3 unless the only interface is lo, there is no route
                             and no nameserver outside loopback is routable: run
                             before a client that would resolve names, so that no
@@ -377,6 +379,14 @@ def main(argv):
                              % (a[0].encode(), host.encode()))
     if what == "hold":
         return hold()
+    if what == "peer":
+        view = net()
+        try:
+            socket.create_connection(("127.0.0.1", int(a[0])), timeout=5).close()
+            view.update(peer="ok connected")
+        except OSError as e:
+            view.update(peer=oserr(e))
+        return json.dumps(view)
     if what == "guard":
         n, rc = net(), resolvconf()
         bad = (n["ifaces"] != ["lo"] or n["routes"] or n["routes6"] or

@@ -24,6 +24,7 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -43,18 +44,26 @@ SKIP = 77
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+# sh -c GUARDED sh CMD...: for a client that would resolve names itself, first
+# prove (escape.py guard) that no packet can leave the sandbox, even to a
+# nameserver outside loopback; exit 3 without running CMD otherwise.
+GUARDED = '"%s" "%s" guard >&2 && exec "$@"' % (PY, ESCAPE)
+
 API, OTHER, GIT = "api.e2e.test", "other.e2e.test", "git.e2e.test"
 GIT_HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 
 
 class Checks:
-    """ok/FAIL lines; a failure says what leaked or what was reachable."""
+    """ok/FAIL lines; a failure says what leaked or what was reachable. Skips
+    are listed again at the end of every run (SKIPPED lines), pass or fail,
+    so that a case that did not run is never taken for one that passed."""
 
     def __init__(self, suite):
         self.suite = suite
         self.failures = []
         self.passed = 0
         self.skipped = []
+        self.notes = []
 
     def __call__(self, cond, what, detail=None):
         print(("ok   " if cond else "FAIL ") + what, flush=True)
@@ -70,13 +79,22 @@ class Checks:
 
     def skip(self, what, why):
         print("skip %s: %s" % (what, why), flush=True)
-        self.skipped.append(what)
+        self.skipped.append("%s: %s" % (what, why))
+
+    def note(self, text):
+        """A line repeated in the summary (what was tested where)."""
+        print("# " + text, flush=True)
+        self.notes.append(text)
 
     def summary(self):
+        for n in self.notes:
+            print("# " + n, flush=True)
+        for s in self.skipped:
+            print("# SKIPPED: " + s, flush=True)
+        for f in self.failures:
+            print("# FAILED: " + f, flush=True)
         print("# e2e %s: %d passed, %d failed, %d skipped" % (
             self.suite, self.passed, len(self.failures), len(self.skipped)), flush=True)
-        for f in self.failures:
-            print("#   FAILED: " + f, flush=True)
         return 1 if self.failures else 0
 
 
@@ -147,26 +165,44 @@ def alive(pid):
 
 
 class DnsResponder:
-    """A UDP DNS server on 127.0.0.1 (and ::1): answers every A query with
-    127.0.0.1 and records every datagram that arrived, DNS or not."""
+    """A UDP DNS server on 127.0.0.1 (and ::1, same port): answers every A
+    query with 127.0.0.1 and records every datagram that arrived, DNS or not.
+    v6_error says why there is no ::1 socket (the escapes report it as a skip)."""
 
     def __init__(self, v6):
         self.socks = []
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("127.0.0.1", 0))
-        self.socks.append(s)
-        self.port = s.getsockname()[1]
-        if v6:
+        self.v6_error = None if v6 else "no IPv6 loopback on this machine"
+        for _ in range(50):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+            if not v6:
+                self.socks = [s]
+                break
             s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
             try:
                 s6.bind(("::1", self.port))
-                self.socks.append(s6)
-            except OSError:
+                self.socks = [s, s6]
+                break
+            except OSError as e:
                 s6.close()
+                s.close()
+                self.v6_error = "cannot bind UDP [::1]:%d: %s" % (self.port, errname(e.errno))
+        if not self.socks:  # ::1 never bound: 127.0.0.1 alone, and v6_error says why
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+            self.socks = [s]
+        elif len(self.socks) == 2:
+            self.v6_error = None
         self.received = []
         self.stop = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
+
+    @property
+    def addrs(self):
+        return ["127.0.0.1"] + (["::1"] if len(self.socks) > 1 else [])
 
     def _serve(self):
         import select
@@ -591,6 +627,49 @@ class Harness:
 
     def log_since(self, mark):
         return self.access_log()[mark:]
+
+    def settled_log_since(self, mark):
+        """The access-log lines since MARK once nginx has logged everything
+        that reached it before now: a marker request of ours goes straight to
+        nginx (outside any sandbox) and we wait for its line. nginx runs one
+        worker, which logs each request when it finishes; a request that came
+        earlier was logged before the marker's. The marker's line is left out.
+        Raises when the marker never shows (then nothing can be concluded)."""
+        tag = "settle-" + os.urandom(6).hex()
+        ctx = ssl.create_default_context(cafile=self.srv + "/ca.pem")
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname=API) as t:
+                t.sendall(b"GET /hdr?%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                          % (tag.encode(), self.hp(API).encode()))
+                while t.recv(4096):
+                    pass
+
+        def seen():
+            return any(tag in e.get("request", "") for e in self.access_log()[mark:])
+
+        if not wait_until(seen, 10):
+            raise RuntimeError("nginx never logged the marker request %s" % tag)
+        return [e for e in self.access_log()[mark:] if tag not in e.get("request", "")]
+
+    def vrun_inside(self, keys, cmd, **kw):
+        """CMD inside vrun, behind a wrapper that first prints the session's
+        placeholder of KEYS[0] ("INSIDE vrunph_..."): proof that vrun set up
+        the sandbox and the session and started the command, so that a failure
+        of the command is the command's own (not vrun's 125, a missing program's
+        127, or a guard's exit). Returns (CompletedProcess with that line taken
+        out of stdout, whether the line was there)."""
+        var = self.env_var(keys[0])
+        r = self.vrun(keys, ["sh", "-c", 'printf "INSIDE %%s\\n" "$%s"; exec "$@"' % var, "sh"]
+                      + cmd, **kw)
+        first, _, rest = r.stdout.partition(b"\n")
+        ran = first.startswith(b"INSIDE vrunph_")
+        if ran:
+            r.stdout = rest
+        return r, ran
+
+    @staticmethod
+    def env_var(key):
+        return "".join(c if c.isalnum() else "_" for c in key.upper())
 
     def vproxy_running(self):
         return self.run([self.vproxy_bin, "status"], check=False).returncode == 0

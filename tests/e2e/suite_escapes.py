@@ -12,16 +12,25 @@ import termios
 import time
 
 import harness
-from harness import API, OTHER, PY, ESCAPE, UnixListener
+from harness import API, OTHER, PY, ESCAPE, GUARDED, UnixListener
+
+# What connect() gets at a hidden socket: under a hidden directory (an empty
+# read-only tmpfs) there is no such file, ENOENT; a hidden file is /dev/null
+# bound over it, no socket: ECONNREFUSED.
+HIDDEN_DIR, HIDDEN_FILE = "ENOENT", "ECONNREFUSED"
 
 
-def fails(res):
-    """An attempt that did not work: an errno or an answer other than "ok ..."."""
-    return not res.startswith("ok") and not res.startswith("no result")
+def failed_with(res, *errs):
+    """The attempt failed in one of the expected ways: escape.py printed
+    exactly one of ERRS (an errno name, or "timeout"). Anything else -- "ok
+    ...", another errno, or "no result" (vrun or escape.py did not run) --
+    fails the check, so that a case cannot pass for the wrong reason."""
+    return res in errs
 
 
-def marked(h, mark):
-    return [e for e in h.access_log() if mark in e.get("request", "")]
+def marked(h, mark, log=None):
+    return [e for e in (h.access_log() if log is None else log)
+            if mark in e.get("request", "")]
 
 
 def curl_direct(h):
@@ -38,22 +47,32 @@ def curl_direct(h):
                       ("curl with every proxy variable unset",
                        ["env", "-u", "HTTPS_PROXY", "-u", "https_proxy", "-u", "HTTP_PROXY",
                         "-u", "http_proxy", "-u", "ALL_PROXY", "-u", "all_proxy", "curl"])):
-        mark = "noproxy-" + os.urandom(4).hex()
         # Straight at the server's real address (no DNS needed; -k: only the
-        # network may stop it, not the session CA bundle in CURL_CA_BUNDLE)...
-        r = h.vrun(["api-bearer"], pre + ["-sS", "-k", "--max-time", "10"] + resolve +
-                   [api + "/hdr?escape=" + mark])
-        h.check(r.returncode != 0 and not marked(h, mark),
-                "%s to the server's address fails, nothing reached nginx" % what,
-                "rc %d, reached nginx: %s, stderr %r" % (r.returncode, marked(h, mark),
-                                                         r.stderr[-300:]))
-        # ...and by name: no DNS either (after the guard proves no packet can leave).
-        r = h.vrun(["api-bearer"], ["sh", "-c", '"$0" "$1" guard >&2 && exec "$@"', PY, ESCAPE] +
-                   pre + ["-sS", "-k", "--max-time", "10", api + "/hdr?escape=" + mark])
-        h.check(r.returncode not in (0, 3) and not marked(h, mark),
-                "%s by name fails (no resolver reachable)" % what,
-                "rc %d, reached nginx: %s, stderr %r" % (r.returncode, marked(h, mark),
-                                                         r.stderr[-300:]))
+        # network may stop it, not the session CA bundle in CURL_CA_BUNDLE):
+        # curl's own "couldn't connect" (7), as the command of a session that
+        # started (the wrapper printed its placeholder).
+        mark = "noproxy-" + os.urandom(4).hex()
+        n = h.log_mark()
+        r, ran = h.vrun_inside(["api-bearer"], pre + ["-sS", "-k", "--max-time", "10"] +
+                               resolve + [api + "/hdr?escape=" + mark])
+        reached = marked(h, mark, h.settled_log_since(n))
+        h.check(ran and r.returncode == 7 and b"Failed to connect to " in r.stderr and
+                not reached,
+                "%s to the server's address fails: curl (7) couldn't connect, nothing "
+                "reached nginx" % what,
+                "ran inside: %s, rc %d, reached nginx: %s, stderr %r" % (
+                    ran, r.returncode, reached, r.stderr[-300:]))
+        # ...and by name: no DNS either (after the guard proves no packet can
+        # leave): curl's "could not resolve host" (6).
+        n = h.log_mark()
+        r, ran = h.vrun_inside(["api-bearer"], ["sh", "-c", GUARDED, "sh"] + pre +
+                               ["-sS", "-k", "--max-time", "10", api + "/hdr?escape=" + mark])
+        reached = marked(h, mark, h.settled_log_since(n))
+        h.check(ran and r.returncode == 6 and b"Could not resolve host: " + API.encode() in
+                r.stderr and not reached,
+                "%s by name fails: curl (6) could not resolve host (no resolver reachable)"
+                % what, "ran inside: %s, rc %d, reached nginx: %s, stderr %r" % (
+                    ran, r.returncode, reached, r.stderr[-300:]))
 
 
 def raw_tcp(h):
@@ -67,16 +86,24 @@ def raw_tcp(h):
                 harness.wait_until(lambda: marked(h, mark), 5),
                 "control: outside, raw TCP to nginx on %s:%d works" % (addr, h.port), res)
         mark = "%s-%s" % (tag, os.urandom(4).hex())
+        n = h.log_mark()
         res = h.escape(["api-bearer"], "tcp", addr, h.port, API, mark)
-        h.check(fails(res) and not marked(h, mark),
-                "raw TCP to the host's %s listener (nginx) fails" % addr,
-                "got %s; reached nginx: %s" % (res, marked(h, mark)))
+        reached = marked(h, mark, h.settled_log_since(n))
+        # The sandbox's own lo has nothing on that port: refused. (Where a
+        # kernel gives the new namespace no ::1, the address is unreachable.)
+        want = ("ECONNREFUSED",) if tag == "tcp4" else ("ECONNREFUSED", "EADDRNOTAVAIL",
+                                                         "ENETUNREACH")
+        h.check(failed_with(res, *want) and not reached,
+                "raw TCP to the host's %s listener (nginx) fails with %s, nothing arrives "
+                "(got %s)" % (addr, "/".join(want), res),
+                "got %s (want %s); reached nginx: %s" % (res, "/".join(want), reached))
 
 
 def udp_and_dns(h):
     dns = h.dns
-    addrs = ["127.0.0.1"] + (["::1"] if len(dns.socks) > 1 else [])
-    for addr in addrs:
+    if dns.v6_error:
+        h.check.skip("UDP and DNS to the host's ::1 listener", dns.v6_error)
+    for addr in dns.addrs:
         mark = "control-" + os.urandom(4).hex()
         res = h.escape([], "udp", addr, dns.port, mark, inside=False)
         h.check(harness.wait_until(lambda: any(mark.encode() in d for _, d in dns.received),
@@ -87,19 +114,25 @@ def udp_and_dns(h):
         res = h.escape(["api-bearer"], "udp", addr, dns.port, mark)
         time.sleep(0.5)
         got = [d for _, d in dns.received if mark.encode() in d]
-        h.check(res.startswith("sent") and not got,
-                "UDP to the host's listener on %s: nothing arrives" % addr,
+        h.check(res.startswith("sent 3 (no error)") and not got,
+                "UDP to the host's listener on %s: sent, nothing arrives" % addr,
                 "attempt: %s; arrived: %r" % (res, got))
 
-    res = h.escape([], "dns", "127.0.0.1", dns.port, API, inside=False)
-    h.check(res == "answer 127.0.0.1",
-            "control: outside, the test's resolver on 127.0.0.1:%d answers" % dns.port, res)
-    n = len(dns.received)
-    res = h.escape(["api-bearer"], "dns", "127.0.0.1", dns.port, API)
-    time.sleep(0.5)
-    h.check(not res.startswith("answer") and len(dns.received) == n,
-            "a DNS query to the host-side resolver (127.0.0.1:%d) gets nothing, arrives "
-            "nowhere" % dns.port, "attempt: %s; arrived: %r" % (res, dns.received[n:]))
+    # DNS to the test's resolver, on each address it listens on. The query is
+    # sent (no error), but the sandbox's lo has no resolver on that port:
+    # "timeout" (an unconnected UDP socket is told of no ICMP error).
+    for addr in dns.addrs:
+        res = h.escape([], "dns", addr, dns.port, API, inside=False)
+        h.check(res == "answer 127.0.0.1",
+                "control: outside, the test's resolver on %s port %d answers" % (addr, dns.port),
+                res)
+        n = len(dns.received)
+        res = h.escape(["api-bearer"], "dns", addr, dns.port, API)
+        time.sleep(0.5)
+        h.check(res == "timeout" and len(dns.received) == n,
+                "a DNS query to the host-side resolver (%s port %d) times out, arrives "
+                "nowhere" % (addr, dns.port),
+                "attempt: %s (want timeout); arrived: %r" % (res, dns.received[n:]))
 
     # The system's resolver: a loopback one gets a real query; one outside
     # loopback is never sent a packet -- only a route lookup (connect()).
@@ -127,12 +160,15 @@ def unix_sockets(h):
             "control: outside, the host's abstract socket @%s accepts" % abstract, res)
     res = h.escape(["api-bearer"], "abstract", abstract)
     n = lst.accepted()
-    h.check(fails(res) and n == 0, "the host's abstract unix socket is unreachable",
-            "got %s, %d connection(s) accepted" % (res, n))
+    # Abstract sockets belong to the network namespace: the sandbox's has none.
+    h.check(failed_with(res, "ECONNREFUSED") and n == 0,
+            "the host's abstract unix socket is unreachable: ECONNREFUSED (got %s)" % res,
+            "got %s (want ECONNREFUSED), %d connection(s) accepted" % (res, n))
 
     # docker.sock stand-ins under paths the agent profile hides.
     os.makedirs(h.home + "/.docker", mode=0o700, exist_ok=True)
-    for path in (h.home + "/.docker/test.sock", h.xdg + "/docker.sock"):
+    for path, want in ((h.home + "/.docker/test.sock", HIDDEN_DIR),
+                       (h.xdg + "/docker.sock", HIDDEN_FILE)):
         lst = UnixListener(path)
         h.closers.append(lst.close)
         res = h.escape([], "unix", path, inside=False)
@@ -140,9 +176,10 @@ def unix_sockets(h):
                 "control: outside, %s accepts" % path, res)
         res = h.escape(["api-bearer"], "unix", path, profile="agent")
         n = lst.accepted()
-        h.check(fails(res) and n == 0,
-                "a socket under a masked path (%s, agent profile) is unreachable" % path,
-                "got %s, %d connection(s) accepted" % (res, n))
+        h.check(failed_with(res, want) and n == 0,
+                "a socket under a masked path (%s, agent profile) is unreachable: %s (got %s)"
+                % (path, want, res), "got %s (want %s), %d connection(s) accepted"
+                % (res, want, n))
 
     # Known limit (README): a socket the profile does not name stays reachable.
     path = h.work + "/unmasked.sock"
@@ -156,8 +193,9 @@ def unix_sockets(h):
     os.chmod(h.profiles + "/hide-sock", 0o600)
     res = h.escape(["api-bearer"], "unix", path, profile="hide-sock")
     n = lst.accepted()
-    h.check(fails(res) and n == 0, "...and unreachable once a profile hides it",
-            "got %s, %d connection(s) accepted" % (res, n))
+    h.check(failed_with(res, HIDDEN_FILE) and n == 0,
+            "...and unreachable once a profile hides it: %s (got %s)" % (HIDDEN_FILE, res),
+            "got %s (want %s), %d connection(s) accepted" % (res, HIDDEN_FILE, n))
 
 
 def vault_files(h):
@@ -165,15 +203,29 @@ def vault_files(h):
     res = h.escape([], "read", db, inside=False)
     h.check(res.startswith("ok read"), "control: outside, the vault file is readable", res)
     res = h.escape(["api-bearer"], "read", db)
-    h.check(fails(res), "reading the vault file (%s) fails" % db, res)
+    h.check(failed_with(res, "ENOENT"),
+            "reading the vault file (%s) fails: ENOENT, hidden (got %s)" % (db, res), res)
     res = h.escape(["api-bearer"], "ls", h.vault_home)
     h.check(res == "ok []", "the vault directory looks empty", res)
-    r = h.vrun(["api-bearer"], [h.vault_bin, "list"])
-    h.check(r.returncode != 0 and b"api-bearer" not in r.stdout,
-            "`vault list` inside the sandbox finds no vault", r.stdout + r.stderr)
-    r = h.vrun(["api-bearer"], [h.vault_bin, "audit"])
-    h.check(r.returncode != 0 and b"api.e2e.test" not in r.stdout,
-            "`vault audit` inside the sandbox finds no audit log", r.stdout + r.stderr)
+    # vault itself, run by a session that started (the wrapper printed its
+    # placeholder), finds nothing: its own message, not a vrun or exec failure.
+    r, ran = h.vrun_inside(["api-bearer"], [h.vault_bin, "list"])
+    want = "vault: %s: no vault yet" % h.vault_home
+    h.check(ran and r.returncode == 1 and r.stdout == b"" and
+            r.stderr.decode(errors="replace").startswith(want),
+            "`vault list` inside the sandbox finds no vault (\"no vault yet\")",
+            "ran inside: %s, rc %d, want %r\n%r" % (ran, r.returncode, want,
+                                                     r.stdout + r.stderr))
+    # The vault directory is an empty read-only tmpfs (mode 0755) over the
+    # real one, and vault refuses to read an audit log from a directory
+    # others can read: its "refusing insecure path" for the log's path.
+    r, ran = h.vrun_inside(["api-bearer"], [h.vault_bin, "audit"])
+    want = "vault: %s/audit.log: refusing insecure path" % h.vault_home
+    h.check(ran and r.returncode == 1 and r.stdout == b"" and
+            r.stderr.decode(errors="replace").startswith(want),
+            "`vault audit` inside the sandbox finds no audit log (\"refusing insecure path\": "
+            "the empty mask)", "ran inside: %s, rc %d, want %r\n%r" % (
+                ran, r.returncode, want, r.stdout + r.stderr))
 
 
 def sleeper(h):
@@ -183,17 +235,26 @@ def sleeper(h):
 
 
 def vproxy_process(h):
+    """What the sandbox can do to vproxy: nothing, first of all because
+    vproxy's pid does not exist in the sandbox's pid namespace (ENOENT in
+    /proc, ESRCH from kill), and ptrace / process_vm_readv are denied by the
+    seccomp filter (EPERM) before any pid is looked up. That vproxy is not
+    dumpable (invariant 5) is proved from outside, as the same uid, by
+    tests/runner (runner_test.py: EACCES on /proc/<vproxy>/mem and environ)."""
     pid, ctl = h.vproxy_pid, sleeper(h)
     res = h.escape([], "read", "/proc/%d/environ" % ctl, inside=False)
     h.check(res.startswith("ok read"),
             "control: outside, /proc/PID/environ of one's own process is readable", res)
-    for f in ("mem", "environ"):
-        res = h.escape(["api-bearer"], "read", "/proc/%d/%s" % (pid, f))
-        h.check(fails(res), "reading /proc/<vproxy>/%s fails" % f, res)
     res = h.escape(["api-bearer"], "ls", "/proc")
     pids = [int(p) for p in json.loads(res[3:]) if p.isdigit()] if res.startswith("ok") else []
     h.check(pids and pid not in pids and max(pids) < 100,
-            "vproxy is not among the sandbox's processes", res[:300])
+            "vproxy (pid %d) is not among the sandbox's processes (its own pid namespace)"
+            % pid, res[:300])
+    for f in ("mem", "environ"):
+        res = h.escape(["api-bearer"], "read", "/proc/%d/%s" % (pid, f))
+        h.check(failed_with(res, "ENOENT"),
+                "reading /proc/<vproxy>/%s fails: ENOENT, no such pid in the sandbox's pid "
+                "namespace (got %s)" % (f, res), res)
 
     res = h.escape([], "ptrace-child", inside=False)
     if res == "ok attached":
@@ -201,20 +262,27 @@ def vproxy_process(h):
     else:
         h.check.skip("control: ptrace outside", "this machine forbids it already (%s)" % res)
     res = h.escape(["api-bearer"], "ptrace", pid)
-    h.check(fails(res), "ptrace (PTRACE_SEIZE) of vproxy fails", res)
+    h.check(failed_with(res, "EPERM"),
+            "ptrace (PTRACE_SEIZE) of vproxy fails: EPERM, seccomp denies ptrace (got %s)" % res,
+            res)
     res = h.escape(["api-bearer"], "ptrace-child")
-    h.check(fails(res), "ptrace even of the sandbox's own child fails (seccomp)", res)
+    h.check(failed_with(res, "EPERM"),
+            "ptrace even of the sandbox's own child fails: EPERM, seccomp (got %s)" % res, res)
     res = h.escape(["api-bearer"], "vmread", pid)
-    h.check(fails(res), "process_vm_readv of vproxy fails", res)
+    h.check(failed_with(res, "EPERM"),
+            "process_vm_readv of vproxy fails: EPERM, seccomp (got %s)" % res, res)
 
     res = h.escape([], "kill", ctl, 0, inside=False)
     h.check(res == "ok", "control: outside, signalling one's own process works", res)
     for sig in (0, 18):  # 18: SIGCONT, harmless should it ever arrive
         res = h.escape(["api-bearer"], "kill", pid, sig)
-        h.check(fails(res), "signal %d to vproxy fails" % sig, res)
+        h.check(failed_with(res, "ESRCH"),
+                "signal %d to vproxy fails: ESRCH, no such pid in the sandbox's pid namespace "
+                "(got %s)" % (sig, res), res)
     nginx = [p for n, p in h.procs if n == "nginx"][0].pid
     res = h.escape(["api-bearer"], "kill", nginx, 0)
-    h.check(fails(res), "signal 0 to the host's nginx fails", res)
+    h.check(failed_with(res, "ESRCH"), "signal 0 to the host's nginx fails: ESRCH (got %s)" % res,
+            res)
     h.check(h.vproxy_running(), "vproxy still runs")
 
 
@@ -304,8 +372,10 @@ def keyring(h):
             "control: outside, the session keyring's key is readable", res)
     res = with_key([h.vrun_bin, "-k", "api-bearer", "--profile", "e2e", "--", PY, ESCAPE,
                     "keyctl", desc])
-    h.check(fails(res) and canary not in res,
-            "keyctl / request_key on the inherited session keyring fail", res)
+    # Both calls are denied by the seccomp filter, whatever the keyring holds.
+    h.check(res == "request_key EPERM, keyctl(SEARCH) EPERM",
+            "keyctl / request_key on the inherited session keyring fail: EPERM, seccomp "
+            "(got %s)" % res, res)
 
 
 def connect_relay(h):
@@ -324,7 +394,7 @@ def connect_relay(h):
     r = h.vrun(["api-bearer"], ["curl", "-sS", "https://%s/" % h.hp(OTHER)])
     h.check(r.returncode != 0 and b"403" in r.stderr,
             "curl to the unbound host inside the sandbox: CONNECT refused with 403", r.stderr)
-    other = [e for e in h.access_log() if e.get("server") == OTHER]
+    other = [e for e in h.settled_log_since(0) if e.get("server") == OTHER]
     h.check(len(other) == n_other == 0, "nothing reached the unbound host", other)
     r = h.run([h.vault_bin, "audit", "--denied", "--json"], check=False)
     denied = [json.loads(x) for x in r.stdout.decode().splitlines() if x.strip()]
@@ -334,7 +404,10 @@ def connect_relay(h):
 
 def second_session(h):
     """Session A holds its sandbox open; session B cannot see or reach A's
-    listener: B is in another network namespace."""
+    listener: B is in another network namespace. B's view and its connect to
+    A's port come from one sandbox; when B's own listener happens to have
+    A's number (ports are per namespace) that B proves nothing, so B runs
+    again in a new session, up to 5 times, else the case is a visible skip."""
     a = subprocess.Popen([h.vrun_bin, "-k", "api-bearer", "--profile", "e2e", "--", PY, ESCAPE,
                           "hold"], env=h.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, cwd=h.work)
@@ -344,19 +417,27 @@ def second_session(h):
         port_a = va.get("proxy_port") or 0
         h.check(va.get("own_proxy") == "ok" and va.get("listeners") == ["4:%d" % port_a],
                 "control: session A reaches its own listener, the only one it sees", line)
-        res = h.escape(["api-bearer"], "net")
-        vb = json.loads(res) if res.startswith("{") else {}
+        for _ in range(5):
+            res = h.escape(["api-bearer"], "peer", port_a)
+            vb = json.loads(res) if res.startswith("{") else {}
+            if vb.get("proxy_port") != port_a:
+                break
+            print("# session B's own listener has A's port number %d: a new session B"
+                  % port_a, flush=True)
+        else:
+            h.check.skip("a second session using the first's listener",
+                         "5 sessions B in a row got A's port number %d" % port_a)
+            return
+        port_b = vb.get("proxy_port") or 0
         h.check(va.get("netns") and vb.get("netns") and vb.get("netns") != va.get("netns"),
                 "session B is in another network namespace than session A",
                 (va.get("netns"), vb.get("netns")))
-        port_b = vb.get("proxy_port") or 0
-        h.check(vb.get("listeners") == ["4:%d" % port_b] and
-                (port_b == port_a or "4:%d" % port_a not in vb.get("listeners")),
-                "session B sees no listener but its own (A's is 127.0.0.1:%d)" % port_a,
-                vb.get("listeners"))
-        res = _b_connects_a(h, port_a)
-        h.check(res is True, "session B cannot connect to session A's listener "
-                "127.0.0.1:%d" % port_a, res)
+        h.check(port_b and vb.get("listeners") == ["4:%d" % port_b],
+                "session B sees no listener but its own 127.0.0.1:%d (A's is 127.0.0.1:%d)"
+                % (port_b, port_a), vb.get("listeners"))
+        h.check(vb.get("peer") == "ECONNREFUSED",
+                "session B cannot connect to session A's listener 127.0.0.1:%d: ECONNREFUSED "
+                "(got %s)" % (port_a, vb.get("peer")), res)
     finally:
         try:
             a.stdin.close()
@@ -367,28 +448,6 @@ def second_session(h):
         except subprocess.TimeoutExpired:
             a.kill()
             a.wait()
-
-
-def _b_connects_a(h, port_a):
-    """True when B's attempt on A's port failed. When B's own listener happens
-    to have the same number (ports are per namespace), B reaches only its own:
-    the namespace and listener checks before are the proof then."""
-    script = ("import os, socket, sys\n"
-              "own = int(os.environ['HTTPS_PROXY'].rsplit(':', 1)[1])\n"
-              "port = int(sys.argv[1])\n"
-              "try:\n"
-              "    socket.create_connection(('127.0.0.1', port), timeout=5).close()\n"
-              "    print('RESULT ' + ('own listener' if port == own else 'ok connected'))\n"
-              "except OSError as e:\n"
-              "    print('RESULT', e.__class__.__name__)\n")
-    r = h.vrun(["api-bearer"], [PY, "-c", script, str(port_a)])
-    out = r.stdout.decode(errors="replace")
-    if "RESULT ConnectionRefusedError" in out:
-        return True
-    if "RESULT own listener" in out:
-        print("# B's own listener has A's port number %d (ports are per namespace)" % port_a)
-        return True
-    return out + r.stderr.decode(errors="replace")
 
 
 def run(h):
@@ -402,8 +461,8 @@ def run(h):
     keyring(h)
     connect_relay(h)
     second_session(h)
-    escaped = [e["request"] for e in h.access_log() if "escape=" in e.get("request", "") and
-               "control-" not in e["request"]]
+    escaped = [e["request"] for e in h.settled_log_since(0)
+               if "escape=" in e.get("request", "") and "control-" not in e["request"]]
     h.check(not escaped, "no escape attempt reached nginx", escaped)
     with open(h.vault_home + "/audit.log", "rb") as f:
         leaked = h.leaks(f.read())
