@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,14 +48,20 @@ static const char usage_text[] =
         "  show NAME [--json]      details of one key (never the secret)\n"
         "  rm NAME                 delete a key\n"
         "  passwd [--kdf COST]     change the passphrase\n"
-        "  audit [--session ID] [--key NAME] [--since WHEN] [--denied] [--json] [--follow]\n"
-        "                          show the audit log vproxy writes (no passphrase needed)\n"
+        "  audit [--session ID] [--key NAME] [--since WHEN] [--denied] [-n N | --all]\n"
+        "        [--json] [--follow]\n"
+        "                          show the audit log vproxy writes (no passphrase needed):\n"
+        "                          the table shows the last 50 matching records\n"
         "  audit --summary [...]   one line per session\n"
         "  audit verify            check that no audit record was edited, removed, reordered\n"
         "                          or forged (asks for the passphrase)\n"
         "  doctor [-v]             check files, permissions, vproxy and the sandbox\n"
         "                          (runs `vrun --check`); no passphrase needed\n"
         "  help [COMMAND]          this help, or one command's (also `vault COMMAND --help`)\n"
+        "\n"
+        "add, list, show, rm, passwd and audit verify ask for the vault passphrase on the\n"
+        "terminal (or read VAULT_PASSPHRASE_FILE). Commands that change the vault confirm\n"
+        "in one line on stderr; stdout carries only what was asked for.\n"
         "\n"
         "add options:\n"
         "  --host HOST[:PORT]      host allowed to receive the key; repeatable; port 443 by\n"
@@ -75,15 +82,19 @@ static const char usage_text[] =
         "  --since WHEN            records since a time ago (30s, 15m, 2h, 7d) or since an\n"
         "                          RFC 3339 time (2026-11-29T10:00:00Z) or date (2026-11-29)\n"
         "  --denied                denied requests only\n"
-        "  --json                  matching records as stored (JSON Lines)\n"
-        "  --follow                keep printing records as they are appended\n"
+        "  -n, --limit N           the last N matching records (default 50; with --json,\n"
+        "                          all unless given); with --summary, the last N sessions\n"
+        "  --all                   every matching record\n"
+        "  --json                  matching records as stored (JSON Lines); with --summary,\n"
+        "                          one JSON object per session\n"
+        "  --follow                the last records, then each one as it is appended\n"
         "  --summary               per session: start, requests, denied, bytes, hosts, command\n"
         "\n"
         "environment:\n"
         "  VAULT_HOME              where vault.db lives (default ~/.local/share/vrun)\n"
         "  VAULT_PASSPHRASE_FILE   read the passphrase from this file's first line\n"
         "  VAULT_NEW_PASSPHRASE_FILE  the new passphrase for init and passwd\n"
-        "  NO_COLOR                when set, never colour output (audit, doctor)\n"
+        "  NO_COLOR                when set and not empty, never colour (audit, doctor)\n"
         "\n"
         "exit status: 0 success, 1 failure, 2 usage error. More in vault(1).\n";
 
@@ -105,6 +116,8 @@ static const struct {
                 "Store a key, bound to the hosts that may receive it. The secret is read\n"
                 "without echo from the terminal, or as all of stdin when stdin is not a\n"
                 "terminal (one trailing newline stripped):  echo \"$TOKEN\" | vault add ...\n"
+                "Asks for the vault passphrase on the terminal (or reads\n"
+                "VAULT_PASSPHRASE_FILE), also when the secret comes from stdin.\n"
                 "\n"
                 "  --host HOST[:PORT]  host allowed to receive the key; repeatable; port 443\n"
                 "                      by default; *.example.com matches subdomains only.\n"
@@ -118,20 +131,24 @@ static const struct {
                 "  -h, --help          this help\n"},
         {"list", "usage: vault list [--json]\n"
                  "\n"
-                 "Names, hosts and options of all keys; never secrets. Asks for the passphrase.\n"
+                 "Names, hosts and options of all keys; never secrets. Asks for the passphrase\n"
+                 "(or reads VAULT_PASSPHRASE_FILE).\n"
                  "\n"
                  "  --json        a JSON array, one object per key\n"
                  "  -h, --help    this help\n"},
         {"show", "usage: vault show NAME [--json]\n"
                  "\n"
                  "Details of one key: hosts, injection, variable, dates, the secret's length;\n"
-                 "never the secret.\n"
+                 "never the secret. Asks for the passphrase (or reads VAULT_PASSPHRASE_FILE).\n"
                  "\n"
                  "  --json        one JSON object\n"
                  "  -h, --help    this help\n"},
         {"rm", "usage: vault rm NAME\n"
                "\n"
-               "Delete a key. A running vproxy stops offering it from the next session on.\n"},
+               "Delete a key. A running vproxy stops offering it from the next session on.\n"
+               "Asks for the passphrase (or reads VAULT_PASSPHRASE_FILE).\n"
+               "\n"
+               "  -h, --help    this help\n"},
         {"passwd", "usage: vault passwd [--kdf interactive|moderate|sensitive]\n"
                    "\n"
                    "Change the passphrase (new one from the terminal, twice, or the first line\n"
@@ -140,19 +157,27 @@ static const struct {
                    "  --kdf COST    Argon2id cost for the new passphrase (default: keep)\n"
                    "  -h, --help    this help\n"},
         {"audit", "usage: vault audit [--session ID] [--key NAME] [--since WHEN] [--denied]\n"
-                  "                   [--json] [--follow | --summary]\n"
+                  "                   [-n N | --all] [--json] [--follow | --summary]\n"
                   "       vault audit verify\n"
                   "\n"
                   "Show the audit log vproxy writes: one record per session start and end and\n"
-                  "per request. Needs no passphrase. Filters combine.\n"
+                  "per request; every row names its session's command. The table shows the\n"
+                  "last 50 matching records (sessions, with --summary). Needs no passphrase.\n"
+                  "Filters combine, and apply before -n.\n"
                   "\n"
                   "  --session ID  sessions whose id starts with ID\n"
                   "  --key NAME    records that involve key NAME\n"
                   "  --since WHEN  since a time ago (30s, 15m, 2h, 7d) or since an RFC 3339\n"
                   "                time (2026-11-29T10:00:00Z) or date (2026-11-29)\n"
                   "  --denied      denied requests only\n"
-                  "  --json        matching records exactly as stored (JSON Lines)\n"
-                  "  --follow      keep printing records as they are appended (Ctrl-C stops)\n"
+                  "  -n, --limit N the last N matching records (default 50 in the table;\n"
+                  "                --json prints all unless -n is given); with --summary,\n"
+                  "                the last N sessions\n"
+                  "  --all         every matching record\n"
+                  "  --json        matching records exactly as stored (JSON Lines); with\n"
+                  "                --summary, one JSON object per session instead\n"
+                  "  --follow      the last records, then each new one as it is appended\n"
+                  "                (Ctrl-C stops)\n"
                   "  --summary     one line per session: requests, denied, bytes, hosts\n"
                   "  -h, --help    this help\n"
                   "\n"
@@ -161,7 +186,10 @@ static const struct {
                          "\n"
                          "Check that no audit record was edited, removed, reordered, inserted or\n"
                          "forged. Asks for the passphrase (the HMAC key is in the vault). Exit 0\n"
-                         "when intact; else 1 and the first bad record as audit.log:LINE.\n"},
+                         "when intact; else 1 and the first bad record as audit.log:LINE.\n"
+                         "Takes no filters: it always checks the whole log.\n"
+                         "\n"
+                         "  -h, --help    this help\n"},
         {"doctor", "usage: vault doctor [-v]\n"
                    "\n"
                    "Check the installation before relying on it: the vault directory and files\n"
@@ -196,13 +224,46 @@ usage_error(const char *fmt, ...)
 		fputs("\nTry `vault --help`.\n", stderr);
 }
 
+/* What getopt_exact refused: the typed option and the one it abbreviates. */
+static const char *abbrev_typed, *abbrev_full;
+
+/*
+ * getopt_long without its prefix matching: `--verb` must not quietly mean
+ * `--verbose`, and a new option sharing a prefix must not change what an old
+ * command line does. An abbreviation comes back as '?' for bad_option().
+ */
+static int
+getopt_exact(int argc, char **argv, const char *shortopts, const struct option *longopts)
+{
+	int idx = -1, c = getopt_long(argc, argv, shortopts, longopts, &idx);
+	const char *typed;
+	size_t len;
+
+	abbrev_typed = abbrev_full = NULL;
+	if (c == -1 || idx < 0)
+		return c;
+	/* "--name=value" and "--name" are argv[optind - 1]; "--name value" is one before. */
+	typed = argv[optind - 1];
+	if (longopts[idx].has_arg != no_argument && optarg == argv[optind - 1] && optind >= 2)
+		typed = argv[optind - 2];
+	len = strcspn(typed + 2, "=");
+	if (strlen(longopts[idx].name) == len && strncmp(typed + 2, longopts[idx].name, len) == 0)
+		return c;
+	abbrev_typed = typed;
+	abbrev_full = longopts[idx].name;
+	return '?';
+}
+
 /* getopt's '?' (unknown option) or ':' (missing value), with opterr = 0. */
 static void
 bad_option(const char *cmd, int c, char **argv)
 {
 	const char *arg = argv[optind - 1];
 
-	if (c == ':')
+	if (abbrev_typed != NULL)
+		usage_error("%s: option '%.*s' is abbreviated: write '--%s'", cmd,
+		            (int)strcspn(abbrev_typed, "="), abbrev_typed, abbrev_full);
+	else if (c == ':')
 		usage_error("%s: option '%s' needs a value", cmd, arg);
 	else if (optopt != 0 && strncmp(arg, "--", 2) != 0)
 		usage_error("%s: bad option '-%c'", cmd, optopt);
@@ -221,6 +282,15 @@ fail(int r, const char *what)
 	else
 		fprintf(stderr, "vault: %s: %s\n", what, verr_strerror(r));
 	return EXIT_FAILURE;
+}
+
+/* Colour only on a terminal, and never when NO_COLOR is set to something (no-color.org). */
+static int
+use_color(void)
+{
+	const char *nc = getenv("NO_COLOR");
+
+	return (nc == NULL || nc[0] == '\0') && isatty(STDOUT_FILENO);
 }
 
 /* Output that did not reach its destination is a failure, not a success. */
@@ -326,7 +396,7 @@ kdf_only_opts(int argc, char **argv, struct vault_kdf *kdf, const char *cmd)
 	                                     {NULL, 0, NULL, 0}};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+	while ((c = getopt_exact(argc, argv, "+:h", opts)) != -1) {
 		switch (c) {
 		case 'k':
 			if (parse_kdf(optarg, kdf) != 0)
@@ -421,11 +491,47 @@ out:
 
 /* ---- add ---- */
 
+/*
+ * A URL where a host belongs ("https://api.example.com/v1") would otherwise
+ * be refused as a bad port; say what to type instead.
+ */
+static int
+refuse_url(const char *arg)
+{
+	const char *sep = strstr(arg, "://"), *auth, *at, *bracket, *colon;
+	size_t n;
+	int http, port;
+
+	if (sep == NULL)
+		return 0;
+	auth = sep + 3;
+	n = strcspn(auth, "/?#");
+	if ((at = memchr(auth, '@', n)) != NULL) {
+		n -= (size_t)(at + 1 - auth);
+		auth = at + 1;
+	}
+	if (n == 0) {
+		usage_error("add: --host '%s': give a host name, not a URL", arg);
+		return -1;
+	}
+	http = sep - arg == 4 && strncasecmp(arg, "http", 4) == 0;
+	bracket = memchr(auth, ']', n);
+	colon = memchr(bracket != NULL ? bracket : auth, ':',
+	               n - (size_t)((bracket != NULL ? bracket : auth) - auth));
+	port = colon != NULL;
+	usage_error("add: --host '%s': give a host name, not a URL: --host %.*s%s%s", arg, (int)n,
+	            auth, http && !port ? ":80" : "",
+	            http ? " (and --allow-http to inject over plain HTTP)" : "");
+	return -1;
+}
+
 static int
 add_host(struct vault_entry *e, const char *arg)
 {
 	int r;
 
+	if (refuse_url(arg) != 0)
+		return -1;
 	if (e->nhosts >= VAULT_HOSTS_MAX) {
 		usage_error("add: at most %d --host values", VAULT_HOSTS_MAX);
 		return -1;
@@ -567,7 +673,7 @@ cmd_add(int argc, char **argv)
 
 	if (vault_entry_new(&e) != 0)
 		return fail(VERR_NOMEM, "add");
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while ((c = getopt_exact(argc, argv, ":h", opts)) != -1) {
 		switch (c) {
 		case 'H':
 			if (add_host(e, optarg) != 0)
@@ -735,7 +841,7 @@ json_only_opts(int argc, char **argv, int *json, int nargs, const char *cmd)
 	int c;
 
 	*json = 0;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while ((c = getopt_exact(argc, argv, ":h", opts)) != -1) {
 		switch (c) {
 		case 'j':
 			*json = 1;
@@ -747,8 +853,14 @@ json_only_opts(int argc, char **argv, int *json, int nargs, const char *cmd)
 			return EXIT_USAGE;
 		}
 	}
-	if (argc - optind != nargs) {
-		usage_error(nargs ? "%s: expected one NAME" : "%s: unexpected argument", cmd);
+	if (argc - optind > nargs) {
+		usage_error(nargs ? "%s: expected one NAME, not also '%s'"
+		                  : "%s: unexpected argument '%s'",
+		            cmd, argv[optind + nargs]);
+		return EXIT_USAGE;
+	}
+	if (argc - optind < nargs) {
+		usage_error("%s: expected one NAME", cmd);
 		return EXIT_USAGE;
 	}
 	return -1;
@@ -879,9 +991,26 @@ struct audit_filter {
 	int denied;
 };
 
+/* The table's default: the last records, not a whole day's scroll. */
+#define AUDIT_DEFAULT_LIMIT 50
+#define AUDIT_LIMIT_MAX     100000000
+#define AUDIT_CMD_WIDTH     16
+
+/* A matching record held back until we know it is among the last N. */
+struct audit_kept {
+	json_t *rec;
+	char *raw; /* --json: the line as stored */
+	size_t len;
+};
+
 struct audit_view {
 	int json, summary, color;
-	uint64_t shown, malformed;
+	uint64_t shown, malformed, matched;
+	uint64_t limit;          /* show the last `limit` matching records (sessions); 0: all */
+	int holding;             /* keep matches in `kept` instead of printing them */
+	struct audit_kept *kept; /* ring of the last matches: `nkept` from `head` */
+	size_t capkept, nkept, head;
+	json_t *commands; /* table: session id -> its command, from session_start */
 	json_t *sessions; /* --summary: id -> aggregate */
 	json_t *order;    /* --summary: ids in order of first appearance */
 };
@@ -976,6 +1105,28 @@ put_text(const char *s, size_t max, int width)
 		putchar(' ');
 }
 
+/* Untrusted text in a column of width characters, cut with "..." when longer. */
+static void
+put_column(const char *s, int width)
+{
+	const unsigned char *p = (const unsigned char *)(s != NULL ? s : "");
+	size_t i, cut = 0;
+	int n = 0;
+
+	for (i = 0; p[i] != '\0'; i++)
+		if ((p[i] & 0xC0) != 0x80) {
+			if (n == width - 3)
+				cut = i;
+			n++;
+		}
+	if (n <= width) {
+		put_text((const char *)p, i, width);
+		return;
+	}
+	put_text((const char *)p, cut, 0);
+	fputs("...", stdout);
+}
+
 static void
 format_bytes(json_int_t v, char *buf, size_t size)
 {
@@ -1005,12 +1156,18 @@ short_time(const char *t, char buf[32])
 static void
 print_header(void)
 {
-	printf("%-20s %-8s %-7s %-16s %-7s %-24s %-6s %-8s %s\n", "TIME (UTC)", "SESSION", "EVENT",
-	       "KEY", "METHOD", "HOST", "STATUS", "DECISION", "PATH / COMMAND");
+	printf("%-20s %-8s %-*s %-7s %-16s %-7s %-24s %-6s %-8s %s\n", "TIME (UTC)", "SESSION",
+	       AUDIT_CMD_WIDTH, "COMMAND", "EVENT", "KEY", "METHOD", "HOST", "STATUS", "DECISION",
+	       "PATH / COMMAND");
 }
 
+/*
+ * One table row. cmd is the session's command (from its session_start
+ * record, NULL when that was rotated away), so that every row says which
+ * command it belongs to.
+ */
 static void
-print_record(json_t *rec, int color)
+print_record(json_t *rec, const char *cmd, int color)
 {
 	const char *type = jstr(rec, "type"), *s;
 	json_t *x;
@@ -1023,6 +1180,8 @@ print_record(json_t *rec, int color)
 	put_text(buf, sizeof(buf), 20);
 	putchar(' ');
 	put_text(jstr(rec, "session"), 8, 8);
+	putchar(' ');
+	put_column(cmd != NULL ? cmd : "?", AUDIT_CMD_WIDTH);
 	putchar(' ');
 	if (strcmp(type, "session_start") == 0) {
 		json_t *keys = json_object_get(rec, "keys"), *k;
@@ -1151,14 +1310,18 @@ static void
 print_summary(struct audit_view *view)
 {
 	json_t *id, *s, *h;
-	size_t i, j;
+	size_t i, j, first = 0;
 	char buf[32], up[32], down[32];
 
+	if (view->limit > 0 && json_array_size(view->order) > view->limit)
+		first = json_array_size(view->order) - (size_t)view->limit;
 	if (!view->json && json_array_size(view->order) > 0)
 		printf("%-16s %-20s %8s %6s %9s %9s %-30s %s\n", "SESSION", "START (UTC)",
 		       "REQUESTS", "DENIED", "UP", "DOWN", "HOSTS", "COMMAND");
 	json_array_foreach(view->order, i, id)
 	{
+		if (i < first)
+			continue;
 		s = json_object_get(view->sessions, json_string_value(id));
 		if (view->json) {
 			json_dumpf(s, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -1205,11 +1368,97 @@ print_summary(struct audit_view *view)
 	}
 }
 
-/* One line from the log: warn about damage, filter, print or aggregate. */
+/* Print one matching record: the stored line (--json) or a table row. */
+static void
+show_record(struct audit_view *view, json_t *rec, const char *raw, size_t len)
+{
+	if (view->json) {
+		fwrite(raw, 1, len, stdout);
+		putchar('\n');
+	} else {
+		if (view->shown == 0)
+			print_header();
+		print_record(
+		        rec,
+		        json_string_value(json_object_get(view->commands, jstr(rec, "session"))),
+		        view->color);
+	}
+	view->shown++;
+}
+
+/* Hold a match back; once `limit` are held, the oldest is dropped. */
+static int
+keep_record(struct audit_view *view, json_t *rec, const struct audit_line *ln)
+{
+	struct audit_kept *k;
+	size_t cap;
+
+	if (view->nkept == view->limit) {
+		k = &view->kept[view->head];
+		json_decref(k->rec);
+		free(k->raw);
+		view->head = (view->head + 1) % view->capkept;
+		view->nkept--;
+	} else if (view->nkept == view->capkept) {
+		/* Grows only before it first wraps, so head is still 0 here. */
+		cap = view->capkept > 0 ? view->capkept * 2 : 64;
+		if (cap > view->limit)
+			cap = (size_t)view->limit;
+		if ((k = realloc(view->kept, cap * sizeof(*k))) == NULL)
+			return -1;
+		view->kept = k;
+		view->capkept = cap;
+	}
+	k = &view->kept[(view->head + view->nkept) % view->capkept];
+	k->rec = NULL;
+	k->len = ln->len;
+	if ((k->raw = malloc(ln->len + 1)) == NULL)
+		return -1;
+	memcpy(k->raw, ln->data, ln->len);
+	k->rec = json_incref(rec);
+	view->nkept++;
+	return 0;
+}
+
+/* Print the held records, oldest first, and let go of them. */
+static void
+flush_kept(struct audit_view *view)
+{
+	struct audit_kept *k;
+
+	for (size_t i = 0; i < view->nkept; i++) {
+		k = &view->kept[(view->head + i) % view->capkept];
+		show_record(view, k->rec, k->raw, k->len);
+		json_decref(k->rec);
+		free(k->raw);
+	}
+	view->nkept = view->head = 0;
+}
+
+/* Say on stderr, after the table, that older matches were left out and how to see them. */
+static void
+note_omitted(const struct audit_view *view)
+{
+	uint64_t total = view->summary ? json_array_size(view->order) : view->matched;
+	uint64_t shown = view->summary
+	                         ? (view->limit > 0 && total > view->limit ? view->limit : total)
+	                         : view->shown;
+
+	if (view->json || shown >= total)
+		return;
+	fflush(stdout);
+	fprintf(stderr,
+	        "vault: showing the last %llu of %llu matching %s; --all shows every one, -n N "
+	        "the last N\n",
+	        (unsigned long long)shown, (unsigned long long)total,
+	        view->summary ? "sessions" : "records");
+}
+
+/* One line from the log: warn about damage, filter, then print, hold or aggregate. */
 static int
 audit_show_line(struct audit_view *view, const struct audit_filter *f, const struct audit_line *ln)
 {
-	json_t *rec = NULL;
+	json_t *rec = NULL, *cmd;
 	const char *type;
 	int r = 0;
 
@@ -1229,18 +1478,18 @@ audit_show_line(struct audit_view *view, const struct audit_filter *f, const str
 		json_decref(rec);
 		return 0;
 	}
-	if (record_matches(rec, f)) {
+	/* Every session's command, filtered out or not: its requests' rows name it. */
+	if (view->commands != NULL && strcmp(type, "session_start") == 0 &&
+	    json_is_string(cmd = json_object_get(rec, "command")))
+		r = json_object_set(view->commands, jstr(rec, "session"), cmd);
+	if (r == 0 && record_matches(rec, f)) {
+		view->matched++;
 		if (view->summary)
 			r = summarize(view, rec);
-		else if (view->json) {
-			fwrite(ln->data, 1, ln->len, stdout);
-			putchar('\n');
-		} else {
-			if (view->shown == 0)
-				print_header();
-			print_record(rec, view->color);
-		}
-		view->shown++;
+		else if (view->holding)
+			r = keep_record(view, rec, ln);
+		else
+			show_record(view, rec, ln->data, ln->len);
 	}
 	json_decref(rec);
 	return r;
@@ -1255,7 +1504,8 @@ cmd_audit_verify(int argc, char **argv)
 	struct vault *v = NULL;
 	int c, r, ret = EXIT_FAILURE;
 
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	current_cmd = "audit verify"; /* usage errors point to verify's own help */
+	while ((c = getopt_exact(argc, argv, ":h", opts)) != -1) {
 		if (c == 'h')
 			return print_help("audit verify");
 		bad_option("audit verify", c, argv);
@@ -1304,6 +1554,8 @@ cmd_audit(int argc, char **argv)
 	                                     {"json", no_argument, NULL, 'j'},
 	                                     {"follow", no_argument, NULL, 'f'},
 	                                     {"summary", no_argument, NULL, 'u'},
+	                                     {"limit", required_argument, NULL, 'n'},
+	                                     {"all", no_argument, NULL, 'a'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	struct audit_filter f = {0};
@@ -1311,13 +1563,30 @@ cmd_audit(int argc, char **argv)
 	struct audit_reader *rd = NULL;
 	struct audit_line ln;
 	struct paths p = {0};
-	const char *nc = getenv("NO_COLOR");
-	int c, r, follow = 0, ret = EXIT_FAILURE;
+	unsigned long long n;
+	char *end;
+	int c, r, follow = 0, all = 0, limited = 0, ret = EXIT_FAILURE;
 
 	if (argc >= 2 && strcmp(argv[1], "verify") == 0)
 		return cmd_audit_verify(argc - 1, argv + 1);
-	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+	while ((c = getopt_exact(argc, argv, "+:hn:", opts)) != -1) {
 		switch (c) {
+		case 'n':
+			errno = 0;
+			n = strtoull(optarg, &end, 10);
+			if (optarg[0] < '0' || optarg[0] > '9' || *end != '\0' || errno != 0 ||
+			    n == 0 || n > AUDIT_LIMIT_MAX) {
+				usage_error("audit: -n/--limit '%s': expected a number of records "
+				            "from 1 to %d",
+				            optarg, AUDIT_LIMIT_MAX);
+				return EXIT_USAGE;
+			}
+			view.limit = n;
+			limited = 1;
+			break;
+		case 'a':
+			all = 1;
+			break;
 		case 's':
 			f.session = optarg;
 			break;
@@ -1365,9 +1634,18 @@ cmd_audit(int argc, char **argv)
 		usage_error("audit: --summary and --follow do not go together");
 		return EXIT_USAGE;
 	}
-	view.color = !view.json && nc == NULL && isatty(STDOUT_FILENO);
-	if (view.summary &&
-	    ((view.sessions = json_object()) == NULL || (view.order = json_array()) == NULL)) {
+	if (all && limited) {
+		usage_error("audit: --all and -n/--limit do not go together");
+		return EXIT_USAGE;
+	}
+	/* A person reads the last records; a script (--json) gets all unless it asks. */
+	if (!limited && !all && !view.json)
+		view.limit = AUDIT_DEFAULT_LIMIT;
+	view.holding = view.limit > 0 && !view.summary;
+	view.color = !view.json && use_color();
+	if ((view.summary &&
+	     ((view.sessions = json_object()) == NULL || (view.order = json_array()) == NULL)) ||
+	    (!view.json && !view.summary && (view.commands = json_object()) == NULL)) {
 		fail(VERR_NOMEM, "audit");
 		goto out;
 	}
@@ -1390,6 +1668,12 @@ cmd_audit(int argc, char **argv)
 			fail(r, p.audit);
 			goto out;
 		}
+		if (view.holding) {
+			/* The end of what is there: the last records, then (--follow) the new. */
+			flush_kept(&view);
+			view.holding = 0;
+			note_omitted(&view);
+		}
 		if (!follow)
 			break;
 		/* Nothing new: show what we have, then poll; a rotation is noticed by the reader.
@@ -1400,15 +1684,23 @@ cmd_audit(int argc, char **argv)
 		}
 		nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
 	}
-	if (view.summary)
+	if (view.summary) {
 		print_summary(&view);
-	if (view.shown == 0 && !view.json && view.malformed == 0)
+		note_omitted(&view);
+	}
+	if (view.matched == 0 && !view.json && view.malformed == 0)
 		fprintf(stderr, "vault: %s\n",
 		        audit_reader_files(rd) == 0 ? "no audit records yet (vproxy writes them)"
 		                                    : "no matching audit records");
 	ret = finish_stdout();
 out:
 	audit_reader_close(rd);
+	for (size_t i = 0; i < view.nkept; i++) {
+		json_decref(view.kept[(view.head + i) % view.capkept].rec);
+		free(view.kept[(view.head + i) % view.capkept].raw);
+	}
+	free(view.kept);
+	json_decref(view.commands);
 	json_decref(view.sessions);
 	json_decref(view.order);
 	paths_clear(&p);
@@ -1623,9 +1915,37 @@ doctor_passphrase_file(struct report *rep, const struct paths *p)
 }
 
 /*
+ * One line of `vrun --check`, passed on: its ok/FAIL lines count as checks of
+ * ours, so the total at the end matches the FAIL lines shown, and they take
+ * our colour (vrun writes to a pipe here, so it writes none itself).
+ */
+static void
+relay_check_line(struct report *rep, const char *line)
+{
+	static const struct {
+		const char *tag, *color;
+		int ok, counts;
+	} tags[] = {{"ok   ", "\033[32m", 1, 1},
+	            {"FAIL ", "\033[1;31m", 0, 1},
+	            {"note ", "\033[33m", 1, 0}};
+
+	for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
+		if (strncmp(line, tags[i].tag, 5) != 0)
+			continue;
+		rep->checks += tags[i].counts;
+		rep->failed += !tags[i].ok;
+		if (rep->color)
+			printf("%s%.4s\033[0m %s", tags[i].color, tags[i].tag, line + 5);
+		else
+			fputs(line, stdout);
+		return;
+	}
+	fputs(line, stdout);
+}
+
+/*
  * The containment probes belong to vrun: run `vrun --check`, found next to
- * this binary (an installation) or else in PATH. Its lines go straight to
- * our stdout.
+ * this binary (an installation) or else in PATH, and relay its lines.
  */
 static void
 doctor_containment(struct report *rep)
@@ -1634,9 +1954,12 @@ doctor_containment(struct report *rep)
 	char *argv[4] = {(char *)"vrun", (char *)"--check", NULL, NULL};
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	const char *bin = "vrun";
-	char *slash;
+	unsigned failed = rep->failed;
+	char *line = NULL, *slash;
+	size_t cap = 0;
+	int fds[2], st;
+	FILE *in;
 	pid_t pid;
-	int st;
 
 	if (n > 0) {
 		exe[n] = '\0';
@@ -1650,11 +1973,19 @@ doctor_containment(struct report *rep)
 	if (rep->verbose)
 		argv[2] = (char *)"-v";
 	printf("-- containment: %s --check\n", bin);
-	if (fflush(stdout) != 0 || (pid = fork()) < 0) {
+	if (fflush(stdout) != 0 || pipe2(fds, O_CLOEXEC) != 0) {
 		report_line(rep, 0, "containment", "cannot run vrun: %s", strerror(errno));
 		return;
 	}
+	if ((pid = fork()) < 0) {
+		report_line(rep, 0, "containment", "cannot run vrun: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return;
+	}
 	if (pid == 0) {
+		if (dup2(fds[1], STDOUT_FILENO) < 0)
+			_exit(127);
 		execvp(bin, argv);
 		printf("FAIL containment: cannot run %s: %s (install vrun next to vault or in "
 		       "PATH)\n",
@@ -1662,14 +1993,29 @@ doctor_containment(struct report *rep)
 		fflush(stdout);
 		_exit(127);
 	}
+	close(fds[1]);
+	if ((in = fdopen(fds[0], "r")) == NULL)
+		close(fds[0]);
+	else {
+		while (getline(&line, &cap, in) > 0)
+			relay_check_line(rep, line);
+		free(line);
+		fclose(in);
+	}
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR) {
 			report_line(rep, 0, "containment", "waitpid: %s", strerror(errno));
 			return;
 		}
-	rep->checks++;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		rep->failed++;
+	/* A vrun that failed without saying which probe still fails the doctor. */
+	if (rep->failed == failed && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+		if (WIFSIGNALED(st))
+			report_line(rep, 0, "containment", "%s --check was killed by signal %d",
+			            bin, WTERMSIG(st));
+		else
+			report_line(rep, 0, "containment", "%s --check exited with status %d", bin,
+			            WEXITSTATUS(st));
+	}
 }
 
 static int
@@ -1682,7 +2028,7 @@ cmd_doctor(int argc, char **argv)
 	struct paths p = {0};
 	int c;
 
-	while ((c = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
+	while ((c = getopt_exact(argc, argv, ":hv", opts)) != -1) {
 		switch (c) {
 		case 'v':
 			rep.verbose = 1;
@@ -1698,7 +2044,7 @@ cmd_doctor(int argc, char **argv)
 		usage_error("doctor: unexpected argument '%s'", argv[optind]);
 		return EXIT_USAGE;
 	}
-	rep.color = getenv("NO_COLOR") == NULL && isatty(STDOUT_FILENO);
+	rep.color = use_color();
 	if (load_paths(&p) != 0)
 		return EXIT_FAILURE;
 	doctor_home(&rep, &p);
