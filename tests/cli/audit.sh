@@ -3,7 +3,10 @@
 # vproxy writes them (with tests/unit/audit_writer_tool, which uses the vault's
 # audit key) are shown as a table, filtered (--session, --key, --since,
 # --denied, combined), printed raw (--json, byte for byte), summarised per
-# session, and followed while they are appended, across rotation. Output that
+# session, and followed while they are appended, across rotation; each row
+# names its session's command. The table shows the last 50 matching records
+# (filters first), -n/--limit N the last N, --all every one; --json every
+# record unless -n is given; --summary -n counts sessions. Output that
 # is not a terminal, or with NO_COLOR, has no escape codes, and escape codes in
 # records never reach the terminal. `vault audit verify` says intact, and
 # after an edited byte, a deleted, swapped, duplicated or cut line, a removed
@@ -187,6 +190,17 @@ expect_lines 5 "--since an RFC 3339 time"
 run audit --since "$(date -u -d '4 days ago' +%Y-%m-%d)" --json
 expect_lines 9 "--since a date"
 
+# ---- the session's command on every row ----
+
+# The column is 16 characters: "./deploy.sh --prod" is cut to 13 and "...".
+run audit --session "$S1"
+check "a request row names its session's command" \
+	grep -qE "^[^ ]+ ${S1:0:8} \./deploy\.sh -\.\.\. request +deploy-key +GET " "$T/out"
+check "so does the end row" grep -qE "^[^ ]+ ${S1:0:8} \./deploy\.sh -\.\.\. end " "$T/out"
+run audit --denied --session "$S2"
+check "also when the session's start is filtered out; controls shown as '?'" \
+	grep -qE "^[^ ]+ ${S2:0:8} git push \?\[2J\.\.\. request " "$T/out"
+
 # ---- summary ----
 
 run audit --summary
@@ -243,6 +257,13 @@ fi
 on_pty 1
 if grep -qF "(host not bound)" "$T/out"; then ok "NO_COLOR: the table still shows"; else not_ok "NO_COLOR: no table"; fi
 expect_no_escape "NO_COLOR on a terminal"
+# no-color.org: only a non-empty NO_COLOR counts.
+on_pty ""
+if LC_ALL=C grep -q $'\033\\[31m' "$T/out"; then
+	ok "an empty NO_COLOR is ignored: still colour on a terminal"
+else
+	not_ok "an empty NO_COLOR turned colour off"
+fi
 
 # ---- verify ----
 
@@ -378,5 +399,83 @@ sed -i 's/"GET"/"PUT"/' "$LOG.2"
 run audit verify
 expect_rc 1 "verify of an edited rotated file"
 expect_err "audit.log.2:1: hmac mismatch" "verify of an edited rotated file"
+
+# ---- the last records by default: -n, --limit, --all ----
+
+# A fresh log: an old session with a key of its own and a denied request,
+# then a long one: 1 + 4 + 1 + 1 + 60 + 1 = 68 records.
+export VAULT_HOME="$T/home-limit"
+LOG=$VAULT_HOME/audit.log
+init_vault
+S4=4444444444444444
+S5=5555555555555555
+{
+	printf '{"type":"session_start","session":"%s","at":"%s","fields":{"pid":1,"uid":1000,"command":"old-job","cwd":"/","keys":["old-key"],"profile":null,"allow_hosts":[]}}\n' $S5 "$OLD"
+	req $S5 "$OLD" '"old-key"' GET old.example.com 443 /old/1 200 allowed "key bound"
+	req $S5 "$OLD" '"old-key"' GET old.example.com 443 /old/2 200 allowed "key bound"
+	req $S5 "$OLD" null CONNECT evil.example.com 443 evil.example.com:443 403 denied "host not bound"
+	req $S5 "$OLD" '"old-key"' GET old.example.com 443 /old/3 200 allowed "key bound"
+	printf '{"type":"session_end","session":"%s","at":"%s","fields":{"exit":0,"requests":4,"denied":1,"bytes_up":0,"bytes_down":0,"duration_ms":1}}\n' $S5 "$OLD"
+	printf '{"type":"session_start","session":"%s","at":"%s","fields":{"pid":2,"uid":1000,"command":"python3 scripts/deploy.py --env production","cwd":"/","keys":["deploy-key"],"profile":null,"allow_hosts":[]}}\n' $S4 "$NOW"
+	for i in $(seq 1 60); do
+		req $S4 "$NOW" '"deploy-key"' GET api.example.com 443 "/r/$i" 200 allowed "key bound"
+	done
+	printf '{"type":"session_end","session":"%s","at":"%s","fields":{"exit":0,"requests":60,"denied":0,"bytes_up":0,"bytes_down":0,"duration_ms":1}}\n' $S4 "$NOW"
+} >"$T/recs-limit"
+write_records <"$T/recs-limit"
+
+run audit
+expect_rc 0 "audit of 68 records"
+expect_rows 50 "audit shows the last 50 by default"
+expect_err "showing the last 50 of 68 matching records; --all shows every one" "audit says what it left out"
+check "the last 50: /r/12 through the end record" \
+	sh -c "grep -q ' /r/12\$' '$T/out' && ! grep -q ' /r/11\$' '$T/out' && tail -1 '$T/out' | grep -q ' end '"
+check "a long command is cut to its column with '...'" \
+	grep -qE "^[^ ]+ ${S4:0:8} python3 scrip\.\.\. request .* /r/60\$" "$T/out"
+run audit -n 5
+expect_rows 5 "audit -n 5"
+expect_err "showing the last 5 of 68 matching records" "audit -n 5"
+run audit --limit 5
+expect_rows 5 "audit --limit 5"
+run audit --all
+expect_rows 68 "audit --all"
+check "audit --all: no note on stderr" test ! -s "$T/err"
+run audit --json
+expect_lines 68 "audit --json: every record by default (scripts)"
+check "audit --json: no note on stderr" test ! -s "$T/err"
+run audit --json -n 3
+check "audit --json -n 3: the last 3 stored lines, byte for byte" cmp -s "$T/out" <(tail -n 3 "$LOG")
+# Filters first, then the limit: the old session is far beyond the last 50.
+run audit --key old-key
+expect_rows 4 "--key old-key finds the old session's start and its three requests"
+run audit --denied
+expect_rows 1 "--denied finds the old denied request"
+expect_out "evil.example.com" "--denied finds the old denied request"
+run audit --session "$S5" -n 2
+expect_rows 2 "--session then -n 2"
+check "--session then -n 2: the session's last two records" \
+	sh -c "grep -q ' /old/3\$' '$T/out' && tail -1 '$T/out' | grep -q ' end '"
+run audit --summary -n 1
+expect_rows 1 "--summary -n 1: the last session"
+expect_out "$S4" "--summary -n 1"
+expect_err "showing the last 1 of 2 matching sessions" "--summary -n 1"
+run audit --summary --json -n 1
+expect_lines 1 "--summary --json -n 1"
+for bad in "-n 0" "-n x" "-n 5x" "-n -3" "--limit=" "--all -n 3" "-n"; do
+	# shellcheck disable=SC2086
+	run audit $bad
+	expect_rc 2 "audit $bad"
+done
+
+# --follow -n 3: the last three, then each new one.
+timeout 20 "$VAULT" audit --follow -n 3 >"$T/follow.out" 2>"$T/follow.err" </dev/null &
+FOLLOW=$!
+if wait_for "$T/follow.out" "/r/60"; then ok "--follow -n 3 prints the last records"; else not_ok "--follow -n 3 printed nothing"; fi
+req $S4 "$NOW" '"deploy-key"' GET api.example.com 443 /r/61 200 allowed "key bound" | write_records
+if wait_for "$T/follow.out" "/r/61"; then ok "--follow -n 3 then shows a new record"; else not_ok "--follow -n 3 missed a new record"; fi
+kill "$FOLLOW" 2>/dev/null
+wait "$FOLLOW" 2>/dev/null
+check "--follow -n 3: /r/59, /r/60, the end, then /r/61; nothing older" \
+	test "$(grep -oE '/r/[0-9]+$| end ' "$T/follow.out" | tr '\n' ' ')" = "/r/59 /r/60  end  /r/61 "
 
 finish

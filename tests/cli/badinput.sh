@@ -95,6 +95,11 @@ for h in 1.2.3 0x7f.1 256.1.1.1 01.2.3.4 '::1' 2001:db8::1 '::1:443' a_b.example
 	'example.com/path' 'user@example.com' 'ex%61mple.com' 'héllo.example.com'; do
 	refuse 2 "invalid host" "$GOOD" add h1 --host "$h"
 done
+# A URL where a host belongs: say so, and what to type instead.
+refuse 2 "give a host name, not a URL: --host api.example.com" "$GOOD" add h1 --host https://api.example.com/v1
+refuse 2 "give a host name, not a URL: --host x.example.com:80 (and --allow-http" "$GOOD" add h1 --host http://x.example.com
+refuse 2 "give a host name, not a URL: --host [::1]:8443" "$GOOD" add h1 --host 'https://user@[::1]:8443/p?q=1'
+refuse 2 "give a host name, not a URL" "$GOOD" add h1 --host https://
 # 254 bytes: one more than a DNS name may have.
 refuse 2 "invalid host" "$GOOD" add h1 --host "$label63.$label63.$label63.${label63}b"
 args=()
@@ -136,11 +141,22 @@ refuse 2 "unknown command" /dev/null LIST
 refuse 2 "missing NAME" "$GOOD" add --host n.example.com
 refuse 2 "expected one NAME" /dev/null show
 refuse 2 "expected one NAME" /dev/null rm
-refuse 2 "expected one NAME" /dev/null show first extra
-refuse 2 "unexpected argument" "$GOOD" add n1 extra --host n.example.com
-refuse 2 "unexpected argument" /dev/null list extra
-refuse 2 "unexpected argument" /dev/null init extra
+refuse 2 "expected one NAME, not also 'extra'" /dev/null show first extra
+refuse 2 "expected one NAME, not also 'extra'" /dev/null rm first extra
+refuse 2 "unexpected argument 'extra'" "$GOOD" add n1 extra --host n.example.com
+refuse 2 "list: unexpected argument 'extra'" /dev/null list extra
+refuse 2 "unexpected argument 'extra'" /dev/null init extra
+refuse 2 "audit verify: unexpected argument 'extra'" /dev/null audit verify extra
+refuse 2 "Try \`vault audit verify --help\`" /dev/null audit verify extra
 refuse 2 "bad option" /dev/null list --bogus
+# Long options are never abbreviated: a prefix is refused with the full name.
+refuse 2 "list: option '--js' is abbreviated: write '--json'" /dev/null list --js
+refuse 2 "add: option '--ho' is abbreviated: write '--host'" "$GOOD" add n1 --ho n.example.com
+refuse 2 "add: option '--ho' is abbreviated: write '--host'" "$GOOD" add n1 --ho=n.example.com
+refuse 2 "audit: option '--sum' is abbreviated: write '--summary'" /dev/null audit --sum
+refuse 2 "doctor: option '--verb' is abbreviated: write '--verbose'" /dev/null doctor --verb
+refuse 2 "init: option '--kd' is abbreviated: write '--kdf'" /dev/null init --kd interactive
+refuse 2 "audit verify: option '--he' is abbreviated: write '--help'" /dev/null audit verify --he
 refuse 2 "bad option" "$GOOD" add n1 --host n.example.com --bogus
 refuse 2 "--kdf" /dev/null passwd --kdf fast
 refuse 2 "--kdf" /dev/null init --kdf ''

@@ -6,7 +6,9 @@
 # unavailable: vproxy stopped; no user namespaces (inside `unshare -Ur` with
 # user.max_user_namespaces=0, the host untouched); an unknown key. The probe
 # itself, run outside any sandbox, fails every containment probe: none of
-# them can pass by construction. NO_COLOR is honoured on a terminal.
+# them can pass by construction. NO_COLOR is honoured on a terminal. `vault
+# doctor` counts each FAIL line it shows, its own and vrun's, in its tally,
+# and colours them on a terminal unless NO_COLOR is set to a non-empty value.
 . "$(dirname "$0")/lib.sh" "$@"
 . "$(dirname "$0")/progs.sh"
 need python3 unshare
@@ -20,6 +22,21 @@ expect_line() {
 		ok "$3: '$1 $2'"
 	else
 		not_ok "$3: no '$1 $2' line"
+		dump_last
+	fi
+}
+
+# expect_tally DESC: "vault doctor: N of M checks FAILED" where N is the
+# number of FAIL lines shown and M the number of ok and FAIL lines.
+expect_tally() {
+	local fails oks said
+	fails=$(grep -c '^FAIL ' "$T/out")
+	oks=$(grep -c '^ok ' "$T/out")
+	said=$(sed -n 's/^vault doctor: \([0-9]*\) of \([0-9]*\) checks FAILED.*/\1 \2/p' "$T/out")
+	if [ "$said" = "$fails $((fails + oks))" ]; then
+		ok "$1: the tally ($said) matches the $fails FAIL lines shown"
+	else
+		not_ok "$1: the tally says '${said:-nothing}', the output shows $fails FAIL and $oks ok lines"
 		dump_last
 	fi
 }
@@ -114,6 +131,47 @@ expect_line FAIL "passphrase file" "a readable passphrase file"
 run doctor
 expect_rc 1 "vault doctor with vproxy stopped"
 expect_out "vault doctor: 1 of" "vault doctor counts the failed containment check"
+expect_tally "vault doctor with vproxy stopped"
+
+# No vault at all: the doctor's own FAILs and vrun's, one count.
+VAULT_HOME="$T/no-vault" run doctor
+expect_rc 1 "vault doctor without a vault"
+expect_line FAIL "vault home" "vault doctor without a vault"
+expect_line FAIL vproxy "vault doctor without a vault (vrun's line, relayed)"
+expect_tally "vault doctor without a vault"
+
+# ---- vault doctor: colour only on a terminal, unless NO_COLOR is non-empty ----
+
+python3 - "$VAULT" >"$T/tty" <<'PY'
+import os, pty, sys
+for nc in (None, "", "1"):
+    env = dict(os.environ)
+    env.pop("NO_COLOR", None)
+    if nc is not None:
+        env["NO_COLOR"] = nc
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.argv[1], [sys.argv[1], "doctor"], env)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    own = b"\x1b[32mok  \x1b[0m vault home:" in out
+    relayed = b"\x1b[32mok  \x1b[0m namespaces:" in out
+    print("NO_COLOR=%r own=%s relayed=%s escapes=%s" % (nc, own, relayed, b"\x1b[" in out))
+PY
+sed 's/^/#   /' "$T/tty"
+check "vault doctor on a terminal: its own lines and vrun's are coloured" \
+	grep -qx "NO_COLOR=None own=True relayed=True escapes=True" "$T/tty"
+check "an empty NO_COLOR is ignored (no-color.org)" \
+	grep -qx "NO_COLOR='' own=True relayed=True escapes=True" "$T/tty"
+check "NO_COLOR=1: no escape sequence at all" grep -qx "NO_COLOR='1' own=False relayed=False escapes=False" "$T/tty"
 
 # ---- the probe outside any sandbox: every containment probe fails ----
 

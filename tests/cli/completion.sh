@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # completion.sh — contrib/bash-completion/vrun: it loads in a plain bash
 # without errors and registers vault, vproxy and vrun; it completes
-# subcommands and options; key names come from `vproxy status --keys` when
+# subcommands and options, only those a command takes (`vault audit verify`
+# takes no filters); key names come from `vproxy status --keys` when
 # vproxy runs, from `vault list --json` only when VAULT_PASSPHRASE_FILE is
 # set, and otherwise not at all: completion never runs vault without a
 # passphrase file, so it can never prompt (a stand-in vault records calls).
@@ -88,7 +89,12 @@ offers_only "vault au" audit
 offers "vault add k --" --host --inject --env --ca --allow-http --help
 offers_only "vault init --kdf " interactive moderate sensitive
 offers "vault add k --inject " placeholder bearer basic: header: query:
-offers "vault audit " verify --session --key --since --denied --json --follow --summary
+offers "vault audit " verify --session --key --since --denied --json --follow --summary --limit --all
+offers "vault audit -" -n --limit --all
+offers_only "vault audit verify " --help # verify takes no filters
+offers_only "vault audit verify --" --help
+offers_only "vault audit -n " # a number
+offers_only "vault audit --json v" # verify only right after `audit`
 offers_only "vault help pa" passwd
 offers_only "vproxy " start stop status help --help --version
 offers "vproxy start --" --foreground --resolve --timeout --verbose --help

@@ -4,8 +4,10 @@
 # its usage on stdout and exit 0; --version names the program and the
 # project's version, the same for all three; a bad option, a missing value or
 # an unknown command is a usage error on stderr that names the problem and
-# where the help is, with nothing on stdout. Quiet by default: commands that
-# succeed print no chatter on stdout.
+# where the help is, with nothing on stdout. Quiet by default: stdout carries
+# only what was asked for, never chatter; a vault command that changes the
+# vault (init, add, rm, passwd) confirms it in exactly one line on stderr,
+# as `vproxy start` reports its pid in one line.
 . "$(dirname "$0")/lib.sh" "$@"
 . "$(dirname "$0")/progs.sh"
 
@@ -134,13 +136,29 @@ expect_err "profile: " "vrun with an unknown profile"
 
 # ---- quiet by default ----
 
-init_vault
+# one_line DESC: nothing on stdout, exactly one line on stderr.
+one_line() {
+	expect_no_out "$1"
+	check "$1: one line on stderr" test "$(wc -l <"$T/err")" -eq 1
+}
+run init --kdf interactive
+expect_rc 0 "vault init"
+one_line "vault init"
+expect_err "vault: created " "vault init"
 run list
 expect_rc 0 "vault list, no keys"
 expect_no_out "vault list, no keys"
 run_secret "s3cret-value" add quiet-key --host q.example.test
-expect_no_out "vault add"
+expect_rc 0 "vault add"
+one_line "vault add"
+expect_err "vault: added 'quiet-key'" "vault add"
 run rm quiet-key
-expect_no_out "vault rm"
+expect_rc 0 "vault rm"
+one_line "vault rm"
+expect_err "vault: removed 'quiet-key'" "vault rm"
+VAULT_NEW_PASSPHRASE_FILE=$VAULT_PASSPHRASE_FILE run passwd
+expect_rc 0 "vault passwd"
+one_line "vault passwd"
+expect_err "vault: passphrase changed" "vault passwd"
 
 finish
