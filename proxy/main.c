@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "cliopt.h"
 #include "ctlproto.h"
 #include "daemon.h"
 #include "passphrase.h"
@@ -782,6 +783,7 @@ main(int argc, char **argv)
 	static struct resolve_map rm;
 	struct conn_timeouts to = CONN_TIMEOUTS_DEFAULT;
 	enum status_mode mode = STATUS_TEXT;
+	struct cliopt_abbrev ab;
 	struct paths p;
 	const char *cmd, *help;
 	int c, r, foreground = 0, verbose = 0, ret, timeouts = 0;
@@ -818,7 +820,7 @@ main(int argc, char **argv)
 	}
 	opterr = 0;
 	optind = 2;
-	while ((c = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
+	while ((c = cliopt_getopt(argc, argv, ":hv", opts, &ab)) != -1) {
 		switch (c) {
 		case 'f':
 			foreground = 1;
@@ -840,10 +842,12 @@ main(int argc, char **argv)
 			timeouts = 1;
 			break;
 		case 'j':
-			mode = STATUS_JSON;
-			break;
 		case 'k':
-			mode = STATUS_KEYS;
+			if (mode != STATUS_TEXT && mode != (c == 'j' ? STATUS_JSON : STATUS_KEYS)) {
+				usage_error("status: --json and --keys do not go together");
+				return EXIT_USAGE;
+			}
+			mode = c == 'j' ? STATUS_JSON : STATUS_KEYS;
 			break;
 		case 'v':
 			verbose = 1;
@@ -854,7 +858,11 @@ main(int argc, char **argv)
 			usage_error("%s: option '%s' needs a value", cmd, argv[optind - 1]);
 			return EXIT_USAGE;
 		default:
-			usage_error("%s: unknown option '%s'", cmd, argv[optind - 1]);
+			if (ab.typed != NULL)
+				usage_error("%s: option '%.*s' is abbreviated: write '--%s'", cmd,
+				            (int)strcspn(ab.typed, "="), ab.typed, ab.full);
+			else
+				usage_error("%s: unknown option '%s'", cmd, argv[optind - 1]);
 			return EXIT_USAGE;
 		}
 	}

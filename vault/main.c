@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "cliopt.h"
 #include "hostspec.h"
 #include "passphrase.h"
 #include "paths.h"
@@ -225,33 +226,12 @@ usage_error(const char *fmt, ...)
 }
 
 /* What getopt_exact refused: the typed option and the one it abbreviates. */
-static const char *abbrev_typed, *abbrev_full;
+static struct cliopt_abbrev abbrev;
 
-/*
- * getopt_long without its prefix matching: `--verb` must not quietly mean
- * `--verbose`, and a new option sharing a prefix must not change what an old
- * command line does. An abbreviation comes back as '?' for bad_option().
- */
 static int
 getopt_exact(int argc, char **argv, const char *shortopts, const struct option *longopts)
 {
-	int idx = -1, c = getopt_long(argc, argv, shortopts, longopts, &idx);
-	const char *typed;
-	size_t len;
-
-	abbrev_typed = abbrev_full = NULL;
-	if (c == -1 || idx < 0)
-		return c;
-	/* "--name=value" and "--name" are argv[optind - 1]; "--name value" is one before. */
-	typed = argv[optind - 1];
-	if (longopts[idx].has_arg != no_argument && optarg == argv[optind - 1] && optind >= 2)
-		typed = argv[optind - 2];
-	len = strcspn(typed + 2, "=");
-	if (strlen(longopts[idx].name) == len && strncmp(typed + 2, longopts[idx].name, len) == 0)
-		return c;
-	abbrev_typed = typed;
-	abbrev_full = longopts[idx].name;
-	return '?';
+	return cliopt_getopt(argc, argv, shortopts, longopts, &abbrev);
 }
 
 /* getopt's '?' (unknown option) or ':' (missing value), with opterr = 0. */
@@ -260,9 +240,9 @@ bad_option(const char *cmd, int c, char **argv)
 {
 	const char *arg = argv[optind - 1];
 
-	if (abbrev_typed != NULL)
+	if (abbrev.typed != NULL)
 		usage_error("%s: option '%.*s' is abbreviated: write '--%s'", cmd,
-		            (int)strcspn(abbrev_typed, "="), abbrev_typed, abbrev_full);
+		            (int)strcspn(abbrev.typed, "="), abbrev.typed, abbrev.full);
 	else if (c == ':')
 		usage_error("%s: option '%s' needs a value", cmd, arg);
 	else if (optopt != 0 && strncmp(arg, "--", 2) != 0)

@@ -100,6 +100,18 @@ expect_err "unknown command 'frob' (commands: start, stop, status)" "vproxy frob
 runp "$VPROXY" stop --json
 expect_rc 2 "vproxy stop --json"
 expect_err "--json and --keys go with status" "vproxy stop --json"
+runp "$VPROXY" status --json --keys
+expect_rc 2 "vproxy status --json --keys"
+expect_err "status: --json and --keys do not go together" "vproxy status --json --keys"
+runp "$VPROXY" status --jso
+expect_rc 2 "vproxy status --jso"
+expect_err "status: option '--jso' is abbreviated: write '--json'" "vproxy status --jso"
+runp "$VPROXY" start --fore
+expect_rc 2 "vproxy start --fore"
+expect_err "start: option '--fore' is abbreviated: write '--foreground'" "vproxy start --fore"
+runp "$VPROXY" start --res=a.test:443:127.0.0.1
+expect_rc 2 "vproxy start --res=..."
+expect_err "start: option '--res' is abbreviated: write '--resolve'" "vproxy start --res=..."
 runp "$VPROXY"
 expect_rc 2 "vproxy without a command"
 expect_err "usage: vproxy" "vproxy without a command"
