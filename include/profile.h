@@ -36,6 +36,16 @@ struct profile {
 	char name[PROFILE_NAME_MAX + 1]; /* name given, or the file's base name (truncated) */
 	char **hide;                     /* paths to mask; see above */
 	size_t nhide;
+	/*
+	 * What follows $XDG_RUNTIME_DIR in every "hide $XDG_RUNTIME_DIR..." line
+	 * and in the D-Bus "unix:runtime=yes" socket: "" for the directory
+	 * itself, else "/REST", normalised, deduplicated. Kept whether or not
+	 * the variable is set: on Linux the runner also hides each of them under
+	 * /run/user/UID, which gpg-agent, systemd and D-Bus use whatever
+	 * XDG_RUNTIME_DIR says (profiles/README.md).
+	 */
+	char **runtime_hide;
+	size_t nruntime_hide;
 	struct hostspec *allow; /* extra opaque tunnel destinations, deduplicated */
 	char **allow_hosts;     /* the same, canonical "host:port" (hostspec_format) */
 	size_t nallow;

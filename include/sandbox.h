@@ -39,9 +39,11 @@ struct sandbox_config {
 	const char *const *hide; /* absolute paths to mask; missing ones are skipped */
 	size_t nhide;
 	/*
-	 * The controlling terminal (one of 0-2) when vrun is in its foreground
-	 * process group, else -1. The command then gets its own process group
-	 * and the terminal, as a shell gives them to a foreground job.
+	 * The command always gets a process group of its own. tty_fd is the
+	 * controlling terminal (one of 0-2) when the command is to take it over
+	 * as a shell's foreground job does, else -1. The caller decides when
+	 * that is safe (runner/main.c): taking the terminal from processes that
+	 * still use it stops them.
 	 */
 	int tty_fd;
 };
@@ -86,6 +88,20 @@ int sandbox_signal(struct sandbox *sb, int sig);
 
 /* The command's process group as vrun sees it (for tcsetpgrp), or -1. */
 pid_t sandbox_pgid(const struct sandbox *sb);
+
+/*
+ * How many of cfg->hide the sandbox masks: the paths that exist (missing
+ * ones are skipped). Known once sandbox_start returned.
+ */
+size_t sandbox_hidden(const struct sandbox *sb);
+
+/*
+ * Advice for the person after sandbox_start or sandbox_exec failed with
+ * code and err: one sentence on what to do about the step that failed
+ * (e.g. the container options that allow it), or NULL when there is none
+ * beyond err. Static text.
+ */
+const char *sandbox_hint(int code, const char *err);
 
 /*
  * One line naming the protections in force, for `vrun -v` (e.g. which

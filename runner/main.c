@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -188,11 +189,27 @@ hide_passphrase_file(struct hides *h, const char *var)
 	return hides_add(h, v);
 }
 
+/* base + rest, when it fits a path. */
+static int
+hides_add_joined(struct hides *h, const char *base, const char *rest)
+{
+	char buf[8192];
+
+	if ((size_t)snprintf(buf, sizeof(buf), "%s%s", base, rest) >= sizeof(buf))
+		return VERR_TOO_LARGE;
+	return hides_add(h, buf);
+}
+
 /*
  * Always hidden, whatever the profile: the vault, this installation's
  * runtime directory (control socket), every installation's control
  * sockets under $XDG_RUNTIME_DIR/vrun (another vproxy would open sessions
  * for its own keys), and the passphrase files. Then the profile's list.
+ *
+ * On Linux, what lives in $XDG_RUNTIME_DIR is also hidden in
+ * /run/user/UID, the user's runtime directory that systemd-logind makes:
+ * gpg-agent, systemd --user and D-Bus put their sockets there whatever
+ * XDG_RUNTIME_DIR says, and the variable may be unset or point elsewhere.
  */
 static int
 collect_hides(const struct paths *p, const struct profile *prof, struct hides *h)
@@ -202,19 +219,26 @@ collect_hides(const struct paths *p, const struct profile *prof, struct hides *h
 
 	if ((r = hides_add(h, p->home)) != 0 || (r = hides_add(h, p->runtime)) != 0)
 		return r;
-	if (xdg != NULL && xdg[0] == '/') {
-		char buf[4096];
-
-		if ((size_t)snprintf(buf, sizeof(buf), "%s/vrun", xdg) < sizeof(buf) &&
-		    (r = hides_add(h, buf)) != 0)
-			return r;
-	}
+	if (xdg != NULL && xdg[0] == '/' && (r = hides_add_joined(h, xdg, "/vrun")) != 0)
+		return r;
 	if ((r = hide_passphrase_file(h, "VAULT_PASSPHRASE_FILE")) != 0 ||
 	    (r = hide_passphrase_file(h, "VAULT_NEW_PASSPHRASE_FILE")) != 0)
 		return r;
 	for (size_t i = 0; i < prof->nhide; i++)
 		if ((r = hides_add(h, prof->hide[i])) != 0)
 			return r;
+#ifdef __linux__
+	{
+		char run[64];
+
+		snprintf(run, sizeof(run), "/run/user/%lu", (unsigned long)getuid());
+		if ((r = hides_add_joined(h, run, "/vrun")) != 0)
+			return r;
+		for (size_t i = 0; i < prof->nruntime_hide; i++)
+			if ((r = hides_add_joined(h, run, prof->runtime_hide[i])) != 0)
+				return r;
+	}
+#endif
 	return 0;
 }
 
@@ -414,16 +438,116 @@ build_env(const struct ctl_msg *m, unsigned port, const char *ca, struct envlist
 	return 0;
 }
 
-/* ---- running ---- */
+/* ---- the terminal ---- */
 
-/* Interactive terminal handling applies when vrun is the foreground job. */
+/* State, parent and process group of pid, from /proc/PID/stat. 0 or -1. */
 static int
-foreground_tty(void)
+proc_stat(pid_t pid, char *state, pid_t *ppid, pid_t *pgrp)
 {
-	for (int fd = 0; fd < 3; fd++)
+	char path[64], buf[1024], *p;
+	long pp, pg;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* The command name may hold anything, ')' too: the fields follow the last ')'. */
+	if ((p = strrchr(buf, ')')) == NULL || sscanf(p + 1, " %c %ld %ld", state, &pp, &pg) != 3)
+		return -1;
+	*ppid = (pid_t)pp;
+	*pgrp = (pid_t)pg;
+	return 0;
+}
+
+/*
+ * Whether vrun's process group holds nobody who could be using the
+ * terminal: 1 when every other live member is an ancestor of vrun (a shell
+ * or script waiting for it) or vrun's child (the sandbox's init), 0 when
+ * another process shares it (the other commands of a pipeline, jobs of
+ * make -j), -1 when /proc cannot tell.
+ */
+static int
+group_is_ours(void)
+{
+	pid_t anc[64], self = getpid(), pgrp = getpgrp(), pid, ppid, pg;
+	size_t nanc = 0;
+	struct dirent *d;
+	char state;
+	int ours = 1;
+	DIR *dir;
+
+	for (pid = getppid(); pid > 0 && nanc < sizeof(anc) / sizeof(anc[0]); pid = ppid) {
+		anc[nanc++] = pid;
+		if (pid == 1 || proc_stat(pid, &state, &ppid, &pg) != 0)
+			break;
+	}
+	if ((dir = opendir("/proc")) == NULL)
+		return -1;
+	while (ours && (d = readdir(dir)) != NULL) {
+		char *end;
+		long v = strtol(d->d_name, &end, 10);
+		size_t i;
+
+		if (*end != '\0' || v <= 0 || (pid = (pid_t)v) == self)
+			continue;
+		if (proc_stat(pid, &state, &ppid, &pg) != 0 || pg != pgrp || state == 'Z' ||
+		    ppid == self)
+			continue;
+		for (i = 0; i < nanc && anc[i] != pid; i++)
+			;
+		if (i == nanc)
+			ours = 0;
+	}
+	closedir(dir);
+	return ours;
+}
+
+/* Standard input is /dev/null (or was closed: ensure_stdio put /dev/null there). */
+static int
+stdin_is_null(void)
+{
+	struct stat in, null;
+
+	return fstat(0, &in) == 0 && stat("/dev/null", &null) == 0 && S_ISCHR(in.st_mode) &&
+	       in.st_rdev == null.st_rdev;
+}
+
+/*
+ * The terminal to give the command, or -1. The command always runs in a
+ * process group of its own (so that it can signal nothing outside the
+ * sandbox, not even with kill(0)); like a shell's foreground job it gets
+ * the terminal, but only where nobody else can be using it meanwhile:
+ * taking the terminal away stops a process that then reads it (SIGTTIN).
+ *
+ *  - vrun's group is the terminal's foreground group;
+ *  - every other member of the group is an ancestor of vrun, never a
+ *    sibling: in `vrun ... | less` less keeps the terminal;
+ *  - vrun leads its group (a job of an interactive shell), or its
+ *    standard input is not /dev/null: a shell without job control (a
+ *    script) gives a command started with '&' /dev/null as stdin, and
+ *    goes on, and may read the terminal itself.
+ *
+ * Where /proc cannot tell, only the leader of its group gets it.
+ */
+static int
+terminal_to_give(void)
+{
+	int tty = -1, ours;
+
+	for (int fd = 0; fd < 3 && tty < 0; fd++)
 		if (isatty(fd) && tcgetpgrp(fd) == getpgrp())
-			return fd;
-	return -1;
+			tty = fd;
+	if (tty < 0 || (ours = group_is_ours()) == 0)
+		return -1;
+	if (getpgrp() == getpid())
+		return tty;
+	return ours == 1 && !stdin_is_null() ? tty : -1;
 }
 
 /* Give the terminal to pgrp, as a shell does for a foreground job. */
@@ -445,8 +569,8 @@ give_terminal(int tty, pid_t pgrp)
  * The command stopped (Ctrl-Z, SIGTTIN, SIGSTOP): stop vrun too, so the
  * shell sees its job stopped, and take the terminal back meanwhile. When
  * vrun is continued (fg, bg, SIGCONT) continue the command, and give it
- * the terminal if vrun is now the foreground job -- also when it started
- * in the background. *tty tracks the terminal vrun has handed over.
+ * the terminal if that is safe now (terminal_to_give) -- also when it
+ * started in the background. *tty tracks the terminal vrun has handed over.
  */
 static void
 mirror_stop(struct sandbox *sb, int *tty)
@@ -456,9 +580,23 @@ mirror_stop(struct sandbox *sb, int *tty)
 	if (*tty >= 0 && tcgetpgrp(*tty) == pgid)
 		give_terminal(*tty, getpgrp());
 	kill(getpid(), SIGSTOP);
-	if ((*tty = foreground_tty()) >= 0)
+	if ((*tty = terminal_to_give()) >= 0)
 		give_terminal(*tty, pgid);
 	sandbox_signal(sb, SIGCONT);
+}
+
+/* ---- running ---- */
+
+/* After a sandbox failure: what to do about the step that failed, or where to look. */
+static void
+sandbox_advice(int code, const char *err)
+{
+	const char *hint = sandbox_hint(code, err);
+
+	if (hint != NULL)
+		warnx_("%s", hint);
+	else if (code == VERR_SANDBOX)
+		warnx_("`vrun --check` shows which protection this system cannot give");
 }
 
 static int
@@ -899,15 +1037,21 @@ run_check(const char *key, const char *profile_name, int verbose)
 	cfg.nhide = hides.n;
 	cfg.tty_fd = -1;
 	if ((r = sandbox_start(&cfg, &sb, &listen_fd, err, sizeof(err))) != 0) {
+		const char *hint = sandbox_hint(r, err);
+
 		if (r == VERR_NO_USERNS)
-			check_line(&rep, CHECK_FAIL, "namespaces", "%s; %s",
-			           err[0] ? err : "unavailable", verr_strerror(r));
+			check_line(&rep, CHECK_FAIL, "namespaces", "%s; %s%s%s",
+			           err[0] ? err : "unavailable", verr_strerror(r), hint ? "; " : "",
+			           hint ? hint : "");
 		else
-			check_line(&rep, CHECK_FAIL, "sandbox", "%s",
-			           err[0] ? err : verr_strerror(r));
+			check_line(&rep, CHECK_FAIL, "sandbox", "%s%s%s",
+			           err[0] ? err : verr_strerror(r), hint ? "; " : "",
+			           hint ? hint : "");
 		goto out;
 	}
-	check_line(&rep, CHECK_OK, "sandbox", "set up as for a launch; the probes run inside it");
+	check_line(&rep, CHECK_OK, "sandbox",
+	           "set up as for a launch (%zu path%s masked); the probes run inside it",
+	           sandbox_hidden(sb), sandbox_hidden(sb) == 1 ? "" : "s");
 
 	if (session && check_session(&rep, ctl, chosen, prof, listen_fd, ca, sizeof(ca), &env) != 0)
 		session = 0;
@@ -1041,6 +1185,14 @@ main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], CHECK_PROBE_ARG) == 0)
 		_exit(check_probe_main(argc, argv));
 #endif
+	/* As `vault help` and `vproxy help`; vrun has no subcommands. */
+	if (argc >= 2 && strcmp(argv[1], "help") == 0) {
+		if (argc > 2)
+			return usage_error(
+			        "`vrun help` takes no argument (vrun has no subcommands)");
+		fputs(usage_text, stdout);
+		return fflush(stdout) == 0 && !ferror(stdout) ? 0 : EXIT_VRUN;
+	}
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+k:vh", opts, NULL)) != -1) {
 		switch (c) {
@@ -1116,7 +1268,7 @@ main(int argc, char **argv)
 	}
 
 	/* 2. The sandbox, up to the point where it waits for "go". */
-	tty = foreground_tty();
+	tty = terminal_to_give();
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.argv = argv + optind;
 	cfg.hide = (const char *const *)hides.v;
@@ -1126,6 +1278,7 @@ main(int argc, char **argv)
 		warnx_("cannot set up the sandbox: %s", err[0] ? err : verr_strerror(r));
 		if (r == VERR_NO_USERNS)
 			warnx_("%s", verr_strerror(r));
+		sandbox_advice(r, err);
 		goto out;
 	}
 	if (getsockname(listen_fd, (struct sockaddr *)&la, &lalen) != 0 ||
@@ -1175,8 +1328,9 @@ main(int argc, char **argv)
 		char what[512];
 
 		sandbox_describe(sb, what, sizeof(what));
-		warnx_("session %s, proxy http://127.0.0.1:%u, %zu paths hidden (profile %s)",
-		       session, ntohs(la.sin_port), hides.n, prof->name);
+		warnx_("session %s, proxy http://127.0.0.1:%u, %zu path%s hidden (profile %s)",
+		       session, ntohs(la.sin_port), sandbox_hidden(sb),
+		       sandbox_hidden(sb) == 1 ? "" : "s", prof->name);
 		warnx_("sandbox: %s", what);
 	}
 
@@ -1190,6 +1344,7 @@ main(int argc, char **argv)
 	}
 	if (r != 0) {
 		warnx_("cannot start the command: %s", err[0] ? err : verr_strerror(r));
+		sandbox_advice(r, err);
 		goto end_session;
 	}
 	for (;;) {

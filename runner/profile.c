@@ -292,6 +292,40 @@ join_path(struct ctx *c, const struct src *s, const char *what, const char *base
 }
 
 /*
+ * Record what follows $XDG_RUNTIME_DIR (rest: from the profile, "" or
+ * "/..."), normalised: "" for the directory itself. Whether the variable
+ * is set does not matter: gpg-agent, systemd and D-Bus keep their sockets
+ * in /run/user/UID whatever it says, so the runner hides them there too.
+ */
+static int
+add_runtime(struct ctx *c, const struct src *s, const char *rest)
+{
+	struct profile *p = c->p;
+	char *joined = NULL, *sub;
+	int r;
+
+	/* Normalised under a stand-in root, which keeps "" (the directory) legal. */
+	if ((r = join_path(c, s, "path", "/x", rest, &joined)) != 0)
+		return r;
+	sub = strdup(joined + 2);
+	free(joined);
+	if (sub == NULL)
+		return VERR_NOMEM;
+	for (size_t i = 0; i < p->nruntime_hide; i++)
+		if (strcmp(p->runtime_hide[i], sub) == 0) {
+			free(sub);
+			return 0;
+		}
+	if ((r = grow((void **)&p->runtime_hide, p->nruntime_hide, sizeof(*p->runtime_hide))) !=
+	    0) {
+		free(sub);
+		return r;
+	}
+	p->runtime_hide[p->nruntime_hide++] = sub;
+	return 0;
+}
+
+/*
  * Expand a hide argument. Returns 0 with *out set, 1 when the line is to
  * be skipped (its variable is unset or empty), or an error.
  */
@@ -354,8 +388,6 @@ expand(struct ctx *c, const struct src *s, const struct token *t, char **out)
 		}
 		snprintf(var, sizeof(var), "%s", val);
 		val = strcmp(var, "HOME") == 0 ? home_dir() : getenv(var);
-		if (val == NULL || val[0] == '\0')
-			return 1;
 	} else if (p[0] == '/') {
 		rest = p;
 		val = "";
@@ -371,6 +403,14 @@ expand(struct ctx *c, const struct src *s, const struct token *t, char **out)
 		     show(p, t->len, shown, sizeof(shown)));
 		return VERR_PROFILE_SYNTAX;
 	}
+	if (strcmp(var, "XDG_RUNTIME_DIR") == 0) {
+		int r = add_runtime(c, s, rest);
+
+		if (r != 0)
+			return r;
+	}
+	if (var[0] != '\0' && (val == NULL || val[0] == '\0'))
+		return 1;
 	if (var[0] != '\0') {
 		char what[48];
 
@@ -501,6 +541,8 @@ hide_dbus(struct ctx *c, const struct src *s)
 			} else if (is_unix && KEY("runtime") && strcmp(val, "yes") == 0) {
 				base = getenv("XDG_RUNTIME_DIR");
 				rest = "/bus";
+				if ((r = add_runtime(c, s, rest)) != 0)
+					return r;
 			} else if (is_launchd && KEY("env")) {
 				base = valid_name(val) ? getenv(val) : NULL;
 			}
@@ -988,9 +1030,12 @@ profile_free(struct profile *p)
 		return;
 	for (size_t i = 0; i < p->nhide; i++)
 		free(p->hide[i]);
+	for (size_t i = 0; i < p->nruntime_hide; i++)
+		free(p->runtime_hide[i]);
 	for (size_t i = 0; i < p->nallow; i++)
 		free(p->allow_hosts[i]);
 	free(p->hide);
+	free(p->runtime_hide);
 	free(p->allow_hosts);
 	free(p->allow);
 	free(p);

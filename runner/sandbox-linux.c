@@ -9,13 +9,14 @@
  *
  *   vrun            outside; talks to vproxy; forwards signals; waits.
  *   init (pid 1)    made by clone() with the new namespaces. Maps the uid
- *                   and gid, brings lo up, binds the session listener on
- *                   127.0.0.1 and sends it to vrun, masks the hidden paths,
- *                   mounts a /proc of its own pid namespace, builds the
- *                   seccomp filter, then waits for "go". It keeps its
- *                   capabilities (in the new user namespace only), so it is
- *                   not dumpable and runs no foreign code. It forks the
- *                   command and reaps; when the command exits it reports
+ *                   and gid, brings lo up, masks the hidden paths, mounts a
+ *                   /proc of its own pid namespace, binds the session
+ *                   listener on 127.0.0.1 and sends it to vrun (with the
+ *                   number of paths masked), builds the seccomp filter,
+ *                   then waits for "go". It keeps its capabilities (in
+ *                   the new user namespace only), so it is not dumpable
+ *                   and runs no foreign code. It forks the command and
+ *                   reaps; when the command exits it reports
  *                   the status and exits, which kills whatever the command
  *                   left behind (the pid namespace dies with its init).
  *   command (pid 2) drops everything, then execs.
@@ -89,7 +90,7 @@ struct ll_ruleset_attr {
 
 /* Messages on the socketpair: a head, then type-specific bytes. */
 enum msg_type {
-	MSG_LISTENER = 'L', /* init -> vrun: the listener (SCM_RIGHTS) */
+	MSG_LISTENER = 'L', /* init -> vrun: the listener (SCM_RIGHTS); a = paths masked */
 	MSG_ERROR = 'E',    /* init/command -> vrun: a = VERR_*, b = errno, text */
 	MSG_GO = 'G',       /* vrun -> init: CA path, env entries; bundle fd */
 	MSG_PID = 'P',      /* command -> vrun: its pid arrives as SCM_CREDENTIALS */
@@ -113,7 +114,8 @@ struct sandbox {
 	pid_t cmd_pid;  /* also the command's process group; 0 until known */
 	int sock;
 	int landlock_abi;
-	int exited; /* MSG_EXITED seen */
+	int exited;    /* MSG_EXITED seen */
+	size_t hidden; /* paths masked (they existed) */
 };
 
 /* ---- messages ---- */
@@ -389,7 +391,7 @@ loopback_up(int sock)
 }
 
 static void
-send_listener(int sock)
+send_listener(int sock, size_t hidden)
 {
 	struct sockaddr_in a;
 	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -402,7 +404,7 @@ send_listener(int sock)
 	/* Any free port: a fixed one could clash with a server the command runs. */
 	if (bind(l, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(l, SOMAXCONN) != 0)
 		die(sock, VERR_SANDBOX, "bind the session listener on 127.0.0.1");
-	if (send_msg(sock, MSG_LISTENER, 0, 0, NULL, 0, l) != 0)
+	if (send_msg(sock, MSG_LISTENER, (int32_t)hidden, 0, NULL, 0, l) != 0)
 		die(sock, VERR_SANDBOX, "send the session listener");
 	close(l);
 }
@@ -411,9 +413,10 @@ send_listener(int sock)
  * Hide one path: an empty read-only tmpfs over a directory, /dev/null
  * (read-only) over anything else. Missing paths are skipped, and so are
  * ones we cannot even look at (the command, with less power, could not
- * either). mount() follows symlinks, so a link hides its target.
+ * either). mount() follows symlinks, so a link hides its target. 1 when
+ * the path was masked, 0 when skipped.
  */
-static void
+static int
 mask_path(int sock, const char *path)
 {
 	struct stat st;
@@ -425,29 +428,32 @@ mask_path(int sock, const char *path)
 	if (stat(path, &st) != 0) {
 		if (errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP ||
 		    errno == ENAMETOOLONG)
-			return;
+			return 0;
 		die(sock, VERR_SANDBOX, "hide %s", path);
 	}
 	if (S_ISDIR(st.st_mode)) {
 		if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
 		          "mode=0755,size=4k") != 0)
 			die(sock, VERR_SANDBOX, "hide %s (tmpfs)", path);
-		return;
+		return 1;
 	}
 	if (mount("/dev/null", path, NULL, MS_BIND, NULL) != 0 || remount_ro(path) != 0)
 		die(sock, VERR_SANDBOX, "hide %s (/dev/null)", path);
+	return 1;
 }
 
-static void
+/* The masks, /dev/shm and /proc; returns how many paths were masked. */
+static size_t
 setup_mounts(int sock, const struct sandbox_config *cfg)
 {
 	struct stat st;
+	size_t hidden = 0;
 
 	/* Nothing we mount may propagate back to the host. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		die(sock, VERR_SANDBOX, "make the mount namespace private");
 	for (size_t i = 0; i < cfg->nhide; i++)
-		mask_path(sock, cfg->hide[i]);
+		hidden += (size_t)mask_path(sock, cfg->hide[i]);
 	/* POSIX shared memory of the host's processes is not the command's business. */
 	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
 	    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
@@ -455,6 +461,7 @@ setup_mounts(int sock, const struct sandbox_config *cfg)
 	/* A /proc that shows only the sandbox's pid namespace. */
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		die(sock, VERR_SANDBOX, "mount /proc");
+	return hidden;
 }
 
 /*
@@ -765,9 +772,12 @@ init_main(int sock, const struct sandbox_config *cfg, uid_t uid, gid_t gid)
 	if (getcwd(cwd, sizeof(cwd)) == NULL)
 		die(sock, VERR_SANDBOX, "cannot tell the working directory");
 	loopback_up(sock);
-	send_listener(sock);
-	/* While vrun talks to vproxy: */
-	setup_mounts(sock, cfg);
+	/*
+	 * The mounts before the listener: a sandbox that cannot be built fails
+	 * before vrun asks vproxy for a session, and vrun learns how many
+	 * paths are masked. The filter is built while vrun talks to vproxy.
+	 */
+	send_listener(sock, setup_mounts(sock, cfg));
 	filter = build_filter(sock);
 	if ((buf = malloc(MSG_MAX)) == NULL)
 		die(sock, VERR_SANDBOX, "malloc");
@@ -908,6 +918,7 @@ sandbox_start(const struct sandbox_config *cfg, struct sandbox **out, int *liste
 		r = sandbox_error(r, &head, text, len, err, errsize);
 		goto fail;
 	}
+	sb->hidden = head.a > 0 ? (size_t)head.a : 0;
 	*listen_fd = fd;
 	*out = sb;
 	return VERR_OK;
@@ -1057,6 +1068,78 @@ pid_t
 sandbox_pgid(const struct sandbox *sb)
 {
 	return sb->cmd_pid > 0 ? sb->cmd_pid : -1;
+}
+
+size_t
+sandbox_hidden(const struct sandbox *sb)
+{
+	return sb->hidden;
+}
+
+/*
+ * Advice by the step that failed: the start of the err text, which names
+ * the step (die() and set_err() above). Containers are the usual cause:
+ * their runtimes cover parts of /proc, deny mounts (AppArmor) or new
+ * namespaces (seccomp) by default.
+ */
+const char *
+sandbox_hint(int code, const char *err)
+{
+	static const char mounts[] =
+	        "mounts inside the sandbox were refused: inside a container, an AppArmor or "
+	        "SELinux policy may forbid them (Docker: `--security-opt apparmor=unconfined`); "
+	        "or run vrun outside the container";
+	static const char privileges[] =
+	        "the sandbox could not drop its privileges: inside a container, its seccomp "
+	        "policy may block prctl or capset; run vrun outside the container";
+	static const struct {
+		const char *step, *hint;
+	} hints[] = {
+	        /* EPERM (not ENOSPC, the sysctl limit): what container runtimes' seccomp gives. */
+	        {"cannot create user, pid, network and mount namespaces: Operation not permitted",
+	         "inside a container (Docker, Podman), its seccomp policy usually forbids new "
+	         "namespaces: start it with `--security-opt seccomp=unconfined` (or a policy "
+	         "allowing clone and unshare with namespace flags), or run vrun outside the "
+	         "container"},
+	        {"mount /proc",
+	         "parts of this system's /proc are covered by other mounts, as in a container "
+	         "(Docker, Podman), and the kernel then refuses the sandbox a /proc of its own: "
+	         "start the container with `--security-opt systempaths=unconfined` (Docker) or "
+	         "`--security-opt unmask=ALL` (Podman), or run vrun outside the container"},
+	        {"make the mount namespace private", mounts},
+	        {"mount /dev/shm", mounts},
+	        {"mount a tmpfs on", mounts},
+	        {"remount ", mounts},
+	        {"hide ",
+	         "a path the profile hides cannot be covered: check that it is a file, directory "
+	         "or socket on a local file system, or remove its `hide` line (vrun-profile(5)); "
+	         "`vrun --check -v` lists every hidden path"},
+	        {"seccomp", "the seccomp filter could not be built: libseccomp may be older than "
+	                    "the kernel; upgrade the libseccomp package"},
+	        {"load the seccomp filter",
+	         "the kernel refused the seccomp filter: it may lack seccomp filters "
+	         "(CONFIG_SECCOMP_FILTER), or a container's own policy forbids them; run vrun "
+	         "outside the container"},
+	        {"landlock_",
+	         "the kernel offers Landlock ABI 6 but refused it: inside a container, its "
+	         "seccomp policy may block the landlock system calls; allow them, or run vrun "
+	         "outside the container"},
+	        {"prctl(", privileges},
+	        {"drop capability", privileges},
+	        {"clear the ambient capabilities", privileges},
+	        {"capset", privileges},
+	        {"the working directory ",
+	         "cd to a directory the profile does not hide, then run vrun again"},
+	        {"cannot tell the working directory",
+	         "the working directory is gone or unreadable: cd to an existing directory"},
+	};
+
+	if (err == NULL || (code != VERR_SANDBOX && code != VERR_NO_USERNS))
+		return NULL;
+	for (size_t i = 0; i < sizeof(hints) / sizeof(hints[0]); i++)
+		if (strncmp(err, hints[i].step, strlen(hints[i].step)) == 0)
+			return hints[i].hint;
+	return NULL;
 }
 
 void

@@ -45,6 +45,7 @@
 #include <sys/event.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +70,7 @@ struct sandbox {
 	char **argv;
 	char **hide;
 	size_t nhide;
+	size_t hidden; /* of hide, the paths that exist */
 	int tty_fd;
 	int port;
 	int v6_fd;     /* [::1]:port, bound and never listening; -1 without IPv6 */
@@ -239,6 +241,13 @@ sandbox_start(const struct sandbox_config *cfg, struct sandbox **out, int *liste
 		goto fail;
 	}
 	sb->nhide = cfg->nhide;
+	/* Seatbelt denies every listed path; the ones that exist are what it hides. */
+	for (size_t i = 0; i < sb->nhide; i++) {
+		struct stat st;
+
+		if (stat(sb->hide[i], &st) == 0)
+			sb->hidden++;
+	}
 	/* The command inherits what is in effect now, as on Linux, where it forks here. */
 	if (sigprocmask(SIG_SETMASK, NULL, &sb->mask) != 0) {
 		set_err(err, errsize, "sigprocmask: %s", strerror(errno));
@@ -625,6 +634,24 @@ sandbox_pgid(const struct sandbox *sb)
 	return sb->cmd_pid > 0 ? sb->cmd_pid : -1;
 }
 
+size_t
+sandbox_hidden(const struct sandbox *sb)
+{
+	return sb->hidden;
+}
+
+const char *
+sandbox_hint(int code, const char *err)
+{
+	if (code != VERR_SANDBOX || err == NULL)
+		return NULL;
+	/* Seatbelt profiles do not nest: an App Sandbox or sandbox-exec around vrun refuses it. */
+	if (strncmp(err, "sandbox_init", 12) == 0)
+		return "Seatbelt refused the profile: vrun cannot run inside another sandbox (an "
+		       "App Sandbox, sandbox-exec); start it from an unsandboxed terminal";
+	return NULL;
+}
+
 void
 sandbox_describe(const struct sandbox *sb, char *buf, size_t size)
 {
@@ -632,7 +659,7 @@ sandbox_describe(const struct sandbox *sb, char *buf, size_t size)
 	         "Seatbelt (sandbox_init): network only to localhost:%d with a per-session "
 	         "proxy credential%s; %zu paths hidden; signals confined to the sandbox; no "
 	         "pid or mount namespaces on macOS",
-	         sb->port, sb->v6_fd >= 0 ? " ([::1] held)" : "", sb->nhide);
+	         sb->port, sb->v6_fd >= 0 ? " ([::1] held)" : "", sb->hidden);
 }
 
 void

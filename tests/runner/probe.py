@@ -131,6 +131,7 @@ result["abstract"] = connect(socket.AF_UNIX, "\0" + a["abstract"])
 result["control"] = connect(socket.AF_UNIX, a["control"])
 result["ssh_agent"] = connect(socket.AF_UNIX, a["ssh_agent"])
 result["dbus"] = connect(socket.AF_UNIX, a["dbus"])
+result["unix"] = {p: connect(socket.AF_UNIX, p) for p in a.get("unix", [])}
 result["read"] = {p: read(p) for p in a["read"]}
 result["write"] = {p: write(p) for p in a["write"]}
 result["listdir"] = {p: listdir(p) for p in a["listdir"]}

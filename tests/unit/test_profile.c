@@ -92,6 +92,15 @@ has_hide(const struct profile *p, const char *path)
 	return 0;
 }
 
+static int
+has_runtime(const struct profile *p, const char *sub)
+{
+	for (size_t i = 0; i < p->nruntime_hide; i++)
+		if (strcmp(p->runtime_hide[i], sub) == 0)
+			return 1;
+	return 0;
+}
+
 static void
 one_hide(const char *text, const char *want)
 {
@@ -180,6 +189,12 @@ test_agent_parses(void **state)
 	/* GNUPGHOME unset: its line is skipped, nothing else is. */
 	for (size_t i = 0; i < p->nhide; i++)
 		assert_null(strstr(p->hide[i], "$"));
+	/* Everything under $XDG_RUNTIME_DIR is also to be hidden under /run/user/UID. */
+	assert_int_equal(p->nruntime_hide, 7);
+	assert_true(has_runtime(p, "/docker.sock") && has_runtime(p, "/podman") &&
+	            has_runtime(p, "/containerd") && has_runtime(p, "/gnupg") &&
+	            has_runtime(p, "/keyring") && has_runtime(p, "/bus") &&
+	            has_runtime(p, "/systemd"));
 
 	/* strict includes agent and adds to it. */
 	r = profile_load("strict", source_profiles(), &s, err, sizeof(err));
@@ -375,6 +390,61 @@ test_expansion(void **state)
 	setenv("SSH_AUTH_SOCK", "/tmp/../etc/x", 1);
 	bad("hide $SSH_AUTH_SOCK", VERR_PROFILE_SYNTAX, "'..' is not allowed");
 	fixed_env();
+}
+
+/*
+ * gpg-agent, systemd and D-Bus use /run/user/UID whatever XDG_RUNTIME_DIR
+ * says: what a profile hides under $XDG_RUNTIME_DIR is kept, relative, for
+ * the runner to hide there too -- also when the variable is unset.
+ */
+static void
+test_runtime(void **state)
+{
+	struct profile *p;
+
+	(void)state;
+	fixed_env();
+	p = ok("hide $XDG_RUNTIME_DIR/gnupg\nhide ${XDG_RUNTIME_DIR}/./a//b/\n"
+	       "hide $XDG_RUNTIME_DIR/gnupg/\nhide ~/.ssh\nhide /run/x\nhide $XDG_RUNTIME_DIR");
+	assert_int_equal(p->nhide, 5);
+	assert_string_equal(p->hide[0], "/run/user/1000/gnupg");
+	assert_string_equal(p->hide[1], "/run/user/1000/a/b");
+	assert_int_equal(p->nruntime_hide, 3);
+	assert_string_equal(p->runtime_hide[0], "/gnupg");
+	assert_string_equal(p->runtime_hide[1], "/a/b");
+	assert_string_equal(p->runtime_hide[2], "");
+	profile_free(p);
+
+	/* Unset or empty: nothing to hide by the variable, the relative part still counts. */
+	unsetenv("XDG_RUNTIME_DIR");
+	p = ok("hide $XDG_RUNTIME_DIR/gnupg\nhide \"$XDG_RUNTIME_DIR/my dir\"");
+	assert_int_equal(p->nhide, 0);
+	assert_int_equal(p->nruntime_hide, 2);
+	assert_string_equal(p->runtime_hide[0], "/gnupg");
+	assert_string_equal(p->runtime_hide[1], "/my dir");
+	profile_free(p);
+	setenv("XDG_RUNTIME_DIR", "", 1);
+	p = ok("hide $XDG_RUNTIME_DIR/keyring");
+	assert_int_equal(p->nhide, 0);
+	assert_true(p->nruntime_hide == 1 && has_runtime(p, "/keyring"));
+	profile_free(p);
+	/* unix:runtime=yes names $XDG_RUNTIME_DIR/bus. */
+	setenv("DBUS_SESSION_BUS_ADDRESS", "unix:runtime=yes", 1);
+	p = ok("hide-dbus-session-bus");
+	assert_int_equal(p->nhide, 0);
+	assert_true(p->nruntime_hide == 1 && has_runtime(p, "/bus"));
+	profile_free(p);
+
+	/* What follows a variable is checked whether or not it is set. */
+	bad("\nhide $XDG_RUNTIME_DIR/../etc", VERR_PROFILE_SYNTAX, "t:2: '..' is not allowed");
+	bad("hide $XDG_RUNTIME_DIR/a$b", VERR_PROFILE_SYNTAX, "'$' is only allowed at the start");
+	bad("hide $GNUPGHOME/a$b", VERR_PROFILE_SYNTAX, "'$' is only allowed at the start");
+	fixed_env();
+
+	/* Other variables and plain paths have no second place. */
+	p = ok("hide ~/.gnupg\nhide /run/user/1000/x\nhide $SSH_AUTH_SOCK\nhide-dbus-session-bus");
+	assert_int_equal(p->nruntime_hide, 0);
+	profile_free(p);
 }
 
 static void
@@ -678,9 +748,10 @@ main(void)
 	        cmocka_unit_test(test_agent_parses),  cmocka_unit_test(test_directives),
 	        cmocka_unit_test(test_syntax_errors), cmocka_unit_test(test_byte_errors),
 	        cmocka_unit_test(test_paths),         cmocka_unit_test(test_expansion),
-	        cmocka_unit_test(test_dbus),          cmocka_unit_test(test_allow_host),
-	        cmocka_unit_test(test_limits),        cmocka_unit_test(test_load),
-	        cmocka_unit_test(test_include),       cmocka_unit_test(test_search_dir),
+	        cmocka_unit_test(test_runtime),       cmocka_unit_test(test_dbus),
+	        cmocka_unit_test(test_allow_host),    cmocka_unit_test(test_limits),
+	        cmocka_unit_test(test_load),          cmocka_unit_test(test_include),
+	        cmocka_unit_test(test_search_dir),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
