@@ -77,7 +77,9 @@ struct probe_args {
 void
 check_report_init(struct check_report *rep, int verbose)
 {
-	rep->color = getenv("NO_COLOR") == NULL && isatty(STDOUT_FILENO);
+	/* no-color.org: a NO_COLOR that is set and not empty. */
+	rep->color = (getenv("NO_COLOR") == NULL || getenv("NO_COLOR")[0] == '\0') &&
+	             isatty(STDOUT_FILENO);
 	rep->verbose = verbose;
 	rep->failed = 0;
 }
@@ -511,7 +513,9 @@ probe_masks(struct check_report *rep, const struct probe_args *a)
 			note_add(bad, sizeof(bad), "%s", why);
 		}
 	if (a->nhidden == 0)
-		check_line(rep, CHECK_FAIL, "masks", "nothing to hide: even the vault is missing?");
+		check_line(rep, CHECK_FAIL, "masks",
+		           "nothing to hide: there is no vault yet: create one with `vault init`, "
+		           "then run `vrun --check` again");
 	else if (nbad == 0)
 		check_line(
 		        rep, CHECK_OK, "masks",

@@ -28,6 +28,7 @@
 
 #ifdef __linux__
 #include "check.h"
+#include "cliopt.h"
 #endif
 #include "ctlproto.h"
 #include "daemon.h"
@@ -1160,6 +1161,7 @@ main(int argc, char **argv)
 	        {NULL, 0, NULL, 0},
 	};
 	static struct ctl_writer in;
+	struct cliopt_abbrev ab;
 	static struct ctl_msg msg;
 	const char *keys[CTL_MAX_KEYS + 1], *allow[MAX_ALLOW], *profile_name = PROFILE_DEFAULT;
 	size_t nkeys = 0, nallow = 0;
@@ -1194,7 +1196,7 @@ main(int argc, char **argv)
 		return fflush(stdout) == 0 && !ferror(stdout) ? 0 : EXIT_VRUN;
 	}
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+k:vh", opts, NULL)) != -1) {
+	while ((c = cliopt_getopt(argc, argv, "+k:vh", opts, &ab)) != -1) {
 		switch (c) {
 		case 'k':
 			if (nkeys == CTL_MAX_KEYS)
@@ -1222,8 +1224,13 @@ main(int argc, char **argv)
 			printf("vrun %s\n", VRUN_VERSION);
 			return fflush(stdout) == 0 && !ferror(stdout) ? 0 : EXIT_VRUN;
 		default:
-			snprintf(err, sizeof(err), "unknown or incomplete option '%s'",
-			         argv[optind - 1]);
+			if (ab.typed != NULL)
+				snprintf(err, sizeof(err),
+				         "option '%.*s' is abbreviated: write '--%s'",
+				         (int)strcspn(ab.typed, "="), ab.typed, ab.full);
+			else
+				snprintf(err, sizeof(err), "unknown or incomplete option '%s'",
+				         argv[optind - 1]);
 			return usage_error(err);
 		}
 	}

@@ -79,10 +79,10 @@ expect_out "vault doctor: all checks passed" "vault doctor"
 
 python3 - "$VRUN" >"$T/tty" <<'PY'
 import os, pty, sys
-for nc in (None, "1"):
+for nc in (None, "", "1"):
     env = dict(os.environ)
     env.pop("NO_COLOR", None)
-    if nc:
+    if nc is not None:
         env["NO_COLOR"] = nc
     pid, fd = pty.fork()
     if pid == 0:
@@ -100,6 +100,7 @@ for nc in (None, "1"):
     print("NO_COLOR=%s escapes=%s" % (nc, b"\x1b[" in out))
 PY
 check "on a terminal, ok/FAIL are coloured" grep -qx "NO_COLOR=None escapes=True" "$T/tty"
+check "an empty NO_COLOR is no NO_COLOR (no-color.org)" grep -qx "NO_COLOR= escapes=True" "$T/tty"
 check "with NO_COLOR, no escape sequence at all" grep -qx "NO_COLOR=1 escapes=False" "$T/tty"
 
 # ---- no user namespaces: FAIL, how to enable them, exit 1 ----

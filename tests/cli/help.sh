@@ -46,7 +46,7 @@ for args in --help -h help; do
 	expect_out "usage: vproxy start" "vproxy $args"
 done
 
-for args in --help -h; do
+for args in --help -h help; do
 	runp "$VRUN" $args
 	expect_rc 0 "vrun $args"
 	expect_out "usage: vrun --key NAME" "vrun $args"
@@ -116,6 +116,9 @@ runp "$VPROXY"
 expect_rc 2 "vproxy without a command"
 expect_err "usage: vproxy" "vproxy without a command"
 
+runp "$VRUN" --verb --check
+expect_rc 125 "vrun --verb"
+expect_err "option '--verb' is abbreviated: write '--verbose'" "vrun --verb"
 runp "$VRUN" --bogus
 expect_rc 125 "vrun --bogus"
 expect_err "unknown or incomplete option '--bogus'" "vrun --bogus"
