@@ -151,6 +151,11 @@ struct audit_request {
 	const char *target; /* request-target as received (before injection); */
 	size_t target_len;  /* its query values are removed here */
 	int status;         /* response status sent to the client; 0 -> null */
+	/*
+	 * bytes_up: the request body as sent upstream (the head is left out:
+	 * with the secret injected its length would say the secret's);
+	 * bytes_down: the response, head and body, as sent to the client.
+	 */
 	uint64_t bytes_up, bytes_down, duration_ms;
 	int denied;         /* decision: 0 "allowed", 1 "denied" */
 	const char *reason; /* short text, e.g. "host not bound" */
