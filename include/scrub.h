@@ -37,19 +37,31 @@
  *  3. base64, standard or URL-safe alphabet (or a mix of them), at each of
  *     the three byte alignments the secret can have inside a longer base64
  *     string (preceded by 0, 1 or 2 bytes modulo 3, e.g. "Basic"
- *     credentials "user:S"). For an alignment, the "core" is the run of
- *     characters whose six bits all come from S; it is looked for. When it
- *     is found it is replaced by as many 'A's (all bits zero), and the
- *     partial character on each side of it (two or four bits of S next to
- *     bits of the neighbouring bytes), when it is a base64 character, has
- *     exactly its secret bits cleared and keeps the neighbour's (both
- *     secrets' bits when two occurrences touch and it is the edge of
- *     each). Length and alphabet are unchanged, so the string stays valid
- *     base64 and decodes to the same bytes with the secret's bytes turned
- *     to NUL: no secret bit is left, no neighbouring byte is damaged, and a
- *     reader sees where the secret was. (The placeholder cannot go there: its base64 has a
- *     different length, and re-encoding a whole token needs its boundaries,
- *     which a streaming scan does not know.) Cores shorter than
+ *     credentials "user:S"). Each '+' or '/' may also be written the way
+ *     encoders escape it, mixed freely: "\/" (PHP's json_encode by
+ *     default, others as an option), "\u002B" (.NET's System.Text.Json by
+ *     default) or "\u002F", hex in either case, in JSON; "%2B", "%2F",
+ *     either case, in a URL or a form body. Each escape counts as the one character it stands for.
+ *     For an alignment, the "core" is the run of characters whose six bits
+ *     all come from S; it is looked for. When it is found it is replaced
+ *     by as many 'A's (all bits zero), and the partial character on each
+ *     side of it (two or four bits of S next to bits of the neighbouring
+ *     bytes), when it is a base64 character or an escape of one, becomes
+ *     the character with exactly its secret bits cleared, keeping the
+ *     neighbour's (both secrets' bits when two occurrences touch and it is
+ *     the edge of each). The number of characters and the alphabet are
+ *     unchanged, so the string stays valid base64 and decodes to the same
+ *     bytes with the secret's bytes turned to NUL: no secret bit is left,
+ *     no neighbouring byte is damaged, and a reader sees where the secret
+ *     was. Only its length in bytes may shrink, where escapes became plain
+ *     characters ('A's and masked characters are never '+' or '/', so need
+ *     no escaping). (The placeholder cannot go there: its base64 has a
+ *     different length, and re-encoding a whole token needs its
+ *     boundaries, which a streaming scan does not know.) Escapes are read
+ *     on the spot, like those of form 2: a "\\" (an escaped backslash)
+ *     just before a '/' is read as "\/", so where a core or its edge
+ *     begins there, the JSON string is left with an invalid escape; the
+ *     secret's bits are gone all the same. Cores shorter than
  *     SCRUB_B64_CORE_MIN characters are not looked for: too many innocent
  *     base64 strings would match. That leaves the base64 of secrets of 1 to
  *     4 bytes unscrubbed; those 8..32 bits are guessable anyway.
@@ -63,9 +75,11 @@
  *
  * Not found: double encoding (%2525), HTML entities, hex dumps, quoted-
  * printable, changes of letter case (an upper-cased echo), UTF-16, base64
- * broken by line breaks or with JSON-escaped "\/", base64 of an already
- * encoded form, compressed bodies (the proxy asks for and insists on the
- * identity coding), and a secret split by anything the upstream inserts.
+ * broken by line breaks, base64 with escapes of characters other than '+'
+ * and '/' (no encoder writes "\u0041" for 'A') or escaped twice, base64
+ * of an already encoded form, compressed bodies (the proxy asks for and
+ * insists on the identity coding), and a secret split by anything the
+ * upstream inserts.
  *
  * Semantics: the input is cut into non-overlapping matches, leftmost first
  * and at a position the longest (ties: the key given first); scanning
@@ -125,11 +139,14 @@ int scrub_set_new(const struct inject_key *keys, size_t nkeys, struct scrub_set 
 void scrub_set_free(struct scrub_set *set);
 
 /*
- * The longest input one match can take from where it starts: 6 bytes per
- * byte of the longest secret ("\u00XX" each), or a base64 core and its
- * trailing edge if longer; 0 for a set without keys. A stream holds back at
- * most this many bytes: maxlen - 1 a match starting there might still
- * need, and the byte before them, which a base64 match may have to mask.
+ * The most a stream holds back (0 for a set without keys): the last R - 1
+ * bytes, where a match may begin that needs more input (R: the longest
+ * input one match can read from where it starts), and the 6 bytes before
+ * them (the spelling of the base64 character a match beginning right
+ * after may have to mask, "\u002B" at most). R is 6 bytes per byte of the
+ * longest secret ("\u00XX" each), or 6 per character of a base64 core and
+ * its trailing edge ("\u002B" each) when that is more: about 8 per secret
+ * byte. It depends on the secrets' lengths only, never on their bytes.
  */
 size_t scrub_set_maxlen(const struct scrub_set *set);
 

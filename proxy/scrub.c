@@ -12,13 +12,22 @@
  * The longest spelling of one secret byte in the decoded form is "\u00XX";
  * every other spelling (or a multi-byte code point) costs less per byte.
  * Stream decisions rely on this bound: a match at a position never reads
- * more than maxlen bytes from it.
+ * more than reach bytes from it.
  */
 #define DEC_PER_BYTE 6
+/*
+ * The longest spelling of one base64 character ("\u002B"). A core of c
+ * characters and its trailing edge read at most SPELL_MAX * (c + 1) bytes,
+ * and a stream keeps SPELL_MAX - 1 more, for the spelling of the character
+ * before a core, which a match starting next may have to mask.
+ */
+#define SPELL_MAX 6
 /* Patterns per key: raw, decoded, three base64 cores. */
 #define PATS_PER_KEY 5
 /* First-byte bucket entries per key: raw 1, decoded 2, base64 2 x 3. */
 #define LIT_PER_KEY 9
+/* Base64 patterns per key that may begin with an escaped '+' or '/'. */
+#define ESC_PER_KEY 3
 #define NO_EDGE     0xff
 #define NONE        ((size_t)-1)
 /* Input taken per scan on top of what is held back: one TLS record. */
@@ -36,22 +45,25 @@ struct pat {
 };
 
 /*
- * Everything here but nkeys, npat and maxlen is derived from secrets (even
- * the bucket tables say which bytes start them), so the whole struct and
- * its arrays sit in one sodium_malloc'd block.
+ * Everything here but nkeys, npat, reach and maxlen is derived from
+ * secrets (even the bucket tables say which bytes start them), so the
+ * whole struct and its arrays sit in one sodium_malloc'd block.
  */
 struct scrub_set {
 	size_t nkeys;
 	size_t npat;
-	size_t maxlen;
+	size_t reach;       /* the most input one match reads from where it starts */
+	size_t maxlen;      /* reach + SPELL_MAX - 1: what a stream holds back */
 	struct secbuf *mem; /* copies of the secrets, base64 core values */
 	struct pat *pat;
 	uint16_t *lit; /* pattern indices by first input byte */
 	uint16_t *dec; /* decoded patterns by their first secret byte */
+	uint16_t *esc; /* base64 patterns beginning with '+' (value 62), then '/' */
 	uint8_t *phlen;
 	char *ph; /* nkeys placeholders, INJECT_PLACEHOLDER_MAX + 1 bytes each */
 	uint32_t lit_off[257];
 	uint32_t dec_off[257];
+	uint32_t esc_off[3];
 	uint8_t pairs[65536 / 8]; /* (b0, b1) pairs that may begin a match */
 	uint8_t first[256 / 8];   /* b0 that may begin one (for the last byte) */
 	uint8_t b64[256];         /* base64 value + 1 of a byte in either alphabet, or 0 */
@@ -63,8 +75,8 @@ struct scrub_stream {
 	struct secbuf *w;    /* input; w->data[start..len) not passed on yet */
 	size_t start;
 	size_t len;
-	size_t pos;    /* bytes from start scanned and not sent: 0 or 1 */
-	uint8_t rkeep; /* when pos is 1: struct scan's rkeep for that byte */
+	size_t pos;    /* bytes from start scanned and not sent: 0..SPELL_MAX */
+	uint8_t rkeep; /* struct scan's rkeep for the spelling at start, or NO_EDGE */
 	int broken;
 	uint64_t total;
 	uint64_t *counts; /* nkeys, in the same block */
@@ -246,21 +258,92 @@ try_dec(const uint8_t *s, size_t L, const uint8_t *p, size_t avail)
 	return j;
 }
 
+/*
+ * An escape standing for a base64 character at p: its value + 1, with its
+ * length in *w; 0 when there is none. Only '+' and '/' are written so by
+ * encoders: "\/" (PHP's json_encode by default, others as an option),
+ * "\u002B" (.NET's System.Text.Json by default) or "\u002f", and "%2B",
+ * "%2F" (base64 in a URL or a form body); hex in either case. Reads at most
+ * SPELL_MAX bytes.
+ */
+static unsigned
+b64_escape(const uint8_t *p, size_t avail, size_t *w)
+{
+	const uint8_t *h;
+
+	if (p[0] == '\\' && avail >= 2 && p[1] == '/') {
+		*w = 2;
+		return 64;
+	}
+	if (p[0] == '\\' && avail >= 6 && p[1] == 'u' && p[2] == '0' && p[3] == '0') {
+		h = p + 4;
+		*w = 6;
+	} else if (p[0] == '%' && avail >= 3) {
+		h = p + 1;
+		*w = 3;
+	} else {
+		return 0;
+	}
+	if (h[0] != '2')
+		return 0;
+	switch (h[1] | 0x20) {
+	case 'b':
+		return 63;
+	case 'f':
+		return 64;
+	}
+	return 0;
+}
+
+/* The base64 character spelled at p (avail > 0) as value + 1, or 0; its length in *w. */
+static unsigned
+b64_spell(const struct scrub_set *set, const uint8_t *p, size_t avail, size_t *w)
+{
+	unsigned v = set->b64[p[0]];
+
+	if (v != 0) {
+		*w = 1;
+		return v;
+	}
+	return b64_escape(p, avail, w);
+}
+
+/* Input length of n base64 characters spelled at p that were matched. */
+static size_t
+b64_span(const struct scrub_set *set, const uint8_t *p, size_t avail, size_t n)
+{
+	size_t j = 0, w = 0;
+
+	while (n-- > 0) {
+		b64_spell(set, p + j, avail - j, &w);
+		j += w;
+	}
+	return j;
+}
+
 static size_t
 try_b64(const struct scrub_set *set, const struct pat *pt, const uint8_t *p, size_t avail)
 {
 	const uint8_t *core = set->mem->data + pt->off;
-	size_t c = pt->len;
+	size_t j = 0, w;
 
-	if (avail < c)
-		return 0;
-	for (size_t j = 0; j < c; j++)
-		if (set->b64[p[j]] != core[j] + 1)
+	for (size_t k = 0; k < pt->len; k++) {
+		unsigned v;
+
+		if (j >= avail)
 			return 0;
+		if ((v = set->b64[p[j]]) != 0)
+			w = 1;
+		else if (core[k] < 62 || (v = b64_escape(p + j, avail - j, &w)) == 0)
+			return 0;
+		if (v != core[k] + 1u)
+			return 0;
+		j += w;
+	}
 	/* The partial char after the core carries secret bits: take it along. */
-	if (pt->tail != NO_EDGE && avail > c && set->b64[p[c]] != 0)
-		return c + 1;
-	return c;
+	if (pt->tail != NO_EDGE && j < avail && b64_spell(set, p + j, avail - j, &w) != 0)
+		return j + w;
+	return j;
 }
 
 static size_t
@@ -300,8 +383,17 @@ consider_dec(const struct scrub_set *set, unsigned v, const uint8_t *p, size_t a
 		consider(set, set->dec[k], p, avail, best, blen);
 }
 
+/* An escape at p stands for '/' (slash) or '+': base64 patterns starting with it. */
+static void
+consider_esc(const struct scrub_set *set, int slash, const uint8_t *p, size_t avail, size_t *best,
+             size_t *blen)
+{
+	for (uint32_t k = set->esc_off[slash]; k < set->esc_off[slash + 1]; k++)
+		consider(set, set->esc[k], p, avail, best, blen);
+}
+
 /*
- * The longest match at p (avail bytes: at least maxlen, or all that is
+ * The longest match at p (avail bytes: at least reach, or all that is
  * left of the input), as a pattern index with its length, or NONE.
  */
 static size_t
@@ -318,17 +410,24 @@ match_at(const struct scrub_set *set, const uint8_t *p, size_t avail, size_t *ml
 
 		if (h >= 0 && l >= 0)
 			consider_dec(set, (unsigned)(h << 4 | l), p, avail, &best, &blen);
+		/* "%2B", "%2F": base64 too (see b64_escape). */
+		if (h == 2 && (l == 0xb || l == 0xf))
+			consider_esc(set, l == 0xf, p, avail, &best, &blen);
 	} else if (b == '\\' && avail >= 2) {
 		int v = json_short(p[1]);
 		long cp;
 
 		if (v >= 0) {
 			consider_dec(set, (unsigned)v, p, avail, &best, &blen);
+			if (v == '/')
+				consider_esc(set, 1, p, avail, &best, &blen);
 		} else if (p[1] == 'u' && avail >= 6 && (cp = hex4(p + 2)) >= 0) {
 			uint8_t u[4];
 
 			if (cp <= 0xff)
 				consider_dec(set, (unsigned)cp, p, avail, &best, &blen);
+			if (cp == '+' || cp == '/')
+				consider_esc(set, cp == '/', p, avail, &best, &blen);
 			if (cp >= 0xd800 && cp <= 0xdbff)
 				cp = 0x10000 + ((cp - 0xd800) << 10); /* lead byte only */
 			if (cp >= 0x80) {
@@ -342,6 +441,23 @@ match_at(const struct scrub_set *set, const uint8_t *p, size_t avail, size_t *ml
 }
 
 /* ---- building a set ---- */
+
+/*
+ * Bytes the spelling of base64 value v can begin with: the character in
+ * the standard and the URL-safe alphabet (the same byte twice below 62),
+ * then for '+' and '/' the escapes' '\\' and '%' (see b64_escape).
+ */
+static size_t
+b64_starts(uint8_t v, uint8_t b[4])
+{
+	b[0] = (uint8_t)b64_std[v];
+	b[1] = (uint8_t)b64_url[v];
+	if (v < 62)
+		return 2;
+	b[2] = '\\';
+	b[3] = '%';
+	return 4;
+}
 
 static void
 pair_set(struct scrub_set *set, unsigned b0, unsigned b1)
@@ -381,12 +497,19 @@ pairs_for(struct scrub_set *set, const struct pat *pt)
 	int e;
 
 	if (pt->kind == K_B64) {
-		char a0 = b64_std[s[0]], a1 = b64_url[s[0]], c0 = b64_std[s[1]], c1 = b64_url[s[1]];
+		uint8_t b0[4], b1[4];
+		size_t n0 = b64_starts(s[0], b0), n1 = b64_starts(s[1], b1);
 
-		pair_set(set, (uint8_t)a0, (uint8_t)c0);
-		pair_set(set, (uint8_t)a0, (uint8_t)c1);
-		pair_set(set, (uint8_t)a1, (uint8_t)c0);
-		pair_set(set, (uint8_t)a1, (uint8_t)c1);
+		/* b0[0..1]: the character itself; then the escapes' first bytes. */
+		for (size_t x = 0; x < 2; x++)
+			for (size_t y = 0; y < n1; y++)
+				pair_set(set, b0[x], b1[y]);
+		if (n0 > 2) {
+			pair_set(set, '\\', 'u');
+			pair_set(set, '%', '2');
+			if (s[0] == 63)
+				pair_set(set, '\\', '/');
+		}
 		return;
 	}
 	if (pt->len == 1) {
@@ -411,7 +534,11 @@ pairs_for(struct scrub_set *set, const struct pat *pt)
 	pair_set(set, '\\', 'u');
 }
 
-/* Bytes a match of pt can begin with that select it by bucket (at most 2). */
+/*
+ * Bytes a match of pt can begin with that select it by bucket (at most 2).
+ * A base64 pattern beginning with an escape is found by what the escape
+ * stands for instead (set->esc), as a decoded one is (set->dec).
+ */
 static size_t
 lit_bytes(const struct scrub_set *set, const struct pat *pt, uint8_t b[2])
 {
@@ -437,6 +564,7 @@ buckets(struct scrub_set *set)
 
 	memset(set->lit_off, 0, sizeof(set->lit_off));
 	memset(set->dec_off, 0, sizeof(set->dec_off));
+	memset(set->esc_off, 0, sizeof(set->esc_off));
 	for (size_t i = 0; i < set->npat; i++) {
 		const struct pat *pt = &set->pat[i];
 
@@ -445,7 +573,10 @@ buckets(struct scrub_set *set)
 			set->lit_off[b[k] + 1]++;
 		if (pt->kind == K_DEC)
 			set->dec_off[set->mem->data[pt->off] + 1]++;
+		if (pt->kind == K_B64 && set->mem->data[pt->off] >= 62)
+			set->esc_off[set->mem->data[pt->off] - 61]++;
 	}
+	set->esc_off[2] += set->esc_off[1];
 	for (int v = 0; v < 256; v++) {
 		set->lit_off[v + 1] += set->lit_off[v];
 		set->dec_off[v + 1] += set->dec_off[v];
@@ -460,6 +591,11 @@ buckets(struct scrub_set *set)
 	for (size_t i = 0; i < set->npat; i++)
 		if (set->pat[i].kind == K_DEC)
 			set->dec[fill[set->mem->data[set->pat[i].off]]++] = (uint16_t)i;
+	fill[0] = set->esc_off[0];
+	fill[1] = set->esc_off[1];
+	for (size_t i = 0; i < set->npat; i++)
+		if (set->pat[i].kind == K_B64 && set->mem->data[set->pat[i].off] >= 62)
+			set->esc[fill[set->mem->data[set->pat[i].off] - 62]++] = (uint16_t)i;
 	sodium_memzero(fill, sizeof(fill));
 }
 
@@ -508,10 +644,15 @@ add_pat(struct scrub_set *set, uint8_t kind, size_t key, size_t off, size_t len,
 	pt->kind = kind;
 	pt->head = head;
 	pt->tail = tail;
-	if (kind == K_B64 && len + 1 > set->maxlen)
-		set->maxlen = len + 1;
-	else if (kind != K_B64 && DEC_PER_BYTE * len > set->maxlen)
-		set->maxlen = DEC_PER_BYTE * len;
+	/*
+	 * What a match may read depends on the secret's length only, never on
+	 * its bytes: the amount a stream holds back must not tell the child
+	 * anything more (see scrub.h).
+	 */
+	if (kind == K_B64 && SPELL_MAX * ((size_t)len + (tail != NO_EDGE)) > set->reach)
+		set->reach = SPELL_MAX * ((size_t)len + (tail != NO_EDGE));
+	else if (kind != K_B64 && DEC_PER_BYTE * len > set->reach)
+		set->reach = DEC_PER_BYTE * len;
 }
 
 static int
@@ -577,6 +718,7 @@ scrub_set_new(const struct inject_key *keys, size_t nkeys, struct scrub_set **ou
 	size += round16(PATS_PER_KEY * nkeys * sizeof(struct pat));
 	size += round16(LIT_PER_KEY * nkeys * sizeof(uint16_t));
 	size += round16(nkeys * sizeof(uint16_t));
+	size += round16(ESC_PER_KEY * nkeys * sizeof(uint16_t));
 	size += round16(nkeys);
 	size += round16(nkeys * (INJECT_PLACEHOLDER_MAX + 1));
 	if ((base = sodium_malloc(size)) == NULL)
@@ -590,6 +732,8 @@ scrub_set_new(const struct inject_key *keys, size_t nkeys, struct scrub_set **ou
 	o += round16(LIT_PER_KEY * nkeys * sizeof(uint16_t));
 	set->dec = (uint16_t *)(void *)(base + o);
 	o += round16(nkeys * sizeof(uint16_t));
+	set->esc = (uint16_t *)(void *)(base + o);
+	o += round16(ESC_PER_KEY * nkeys * sizeof(uint16_t));
 	set->phlen = base + o;
 	o += round16(nkeys);
 	set->ph = (char *)(base + o);
@@ -607,6 +751,8 @@ scrub_set_new(const struct inject_key *keys, size_t nkeys, struct scrub_set **ou
 	for (size_t i = 0; i < set->npat; i++)
 		pairs_for(set, &set->pat[i]);
 	buckets(set);
+	if (set->reach > 0)
+		set->maxlen = set->reach + SPELL_MAX - 1;
 	*out = set;
 	set = NULL;
 	r = VERR_OK;
@@ -642,13 +788,14 @@ scrub_set_nkeys(const struct scrub_set *set)
 struct scan {
 	const struct scrub_set *set;
 	const uint8_t *buf;
-	size_t n; /* bytes at buf: the end of the input, or at least maxlen past limit */
+	size_t n; /* bytes at buf: the end of the input, or at least reach past limit */
 	size_t r; /* first byte not yet passed on */
 	/*
-	 * NO_EDGE, or buf[r] is the trailing edge of a base64 match, to be
-	 * sent with only these bits kept. It is held rather than sent at once
-	 * because a second match may start right after it, and then its
-	 * kept bits are that match's secret bits: both masks apply.
+	 * NO_EDGE, or the base64 character spelled at buf[r] is the trailing
+	 * edge of a base64 match, to be sent with only these bits kept. It is
+	 * held rather than sent at once because a second match may start
+	 * right after it, and then its kept bits are that match's secret bits:
+	 * both masks apply.
 	 */
 	uint8_t rkeep;
 	uint64_t *counts;
@@ -663,30 +810,64 @@ emit(struct scan *sc, const void *p, size_t len)
 	return len == 0 ? 0 : sc->out(sc->arg, p, len);
 }
 
+/*
+ * Pass on the base64 character spelled at buf[at] with only the bits in
+ * keep, as one character (an escape too: masked values stay below 62, the
+ * same character in both alphabets and never escaped). Returns the
+ * spelling's length through *w.
+ */
 static int
-emit_masked(struct scan *sc, uint8_t c, uint8_t keep)
+emit_masked(struct scan *sc, size_t at, uint8_t keep, size_t *w)
 {
-	/* Masked values stay below 62: the same char in both alphabets. */
-	char e = b64_std[(sc->set->b64[c] - 1) & keep];
+	unsigned v = b64_spell(sc->set, sc->buf + at, sc->n - at, w);
+	char e = b64_std[(v - 1) & keep];
 
 	return emit(sc, &e, 1);
 }
 
-/* Pass on buf[r..end) unchanged but for a held edge; r becomes end. */
+/*
+ * Pass on buf[r..end) unchanged but for a held edge; r becomes end, or
+ * the end of the held edge's spelling when that is further.
+ */
 static int
 flush_run(struct scan *sc, size_t end)
 {
+	size_t w;
 	int r;
 
 	if (sc->r < end && sc->rkeep != NO_EDGE) {
-		if ((r = emit_masked(sc, sc->buf[sc->r], sc->rkeep)) != 0)
+		if ((r = emit_masked(sc, sc->r, sc->rkeep, &w)) != 0)
 			return r;
-		sc->r++;
+		sc->r += w;
 		sc->rkeep = NO_EDGE;
 	}
+	if (sc->r >= end)
+		return VERR_OK;
 	r = emit(sc, sc->buf + sc->r, end - sc->r);
 	sc->r = end;
 	return r;
+}
+
+/*
+ * Where the spelling of the base64 character just before position i
+ * starts, when it is all unsent input; NONE when there is none. An escape
+ * is preferred to its last byte read alone ("%2B" is a '+', not a 'B'), as
+ * the matcher reads it. No escape has '\\' or '%' after its first byte, so
+ * this cannot start inside a held edge's spelling.
+ */
+static size_t
+head_at(const struct scan *sc, size_t i)
+{
+	static const uint8_t widths[] = {SPELL_MAX, 3, 2, 1};
+	size_t w;
+
+	for (size_t k = 0; k < sizeof(widths); k++) {
+		size_t hw = widths[k];
+
+		if (i - sc->r >= hw && b64_spell(sc->set, sc->buf + i - hw, hw, &w) != 0 && w == hw)
+			return i - hw;
+	}
+	return NONE;
 }
 
 /* Pass on the pattern pi's replacement for the m bytes at i. */
@@ -697,6 +878,7 @@ replace(struct scan *sc, size_t pi, size_t i, size_t m)
 	        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 	const struct scrub_set *set = sc->set;
 	const struct pat *pt = &set->pat[pi];
+	size_t hs, cin, w;
 	uint8_t keep;
 	int r;
 
@@ -708,13 +890,13 @@ replace(struct scan *sc, size_t pi, size_t i, size_t m)
 		            set->phlen[pt->key]);
 	}
 	/* The char before the core, if unsent input and base64, keeps only the neighbour's bits. */
-	if (pt->head != NO_EDGE && sc->r < i && set->b64[sc->buf[i - 1]] != 0) {
+	if (pt->head != NO_EDGE && (hs = head_at(sc, i)) != NONE) {
 		keep = pt->head;
-		if (sc->r == i - 1 && sc->rkeep != NO_EDGE)
+		if (sc->r == hs && sc->rkeep != NO_EDGE)
 			keep &= sc->rkeep;
-		if ((r = flush_run(sc, i - 1)) != 0)
+		if ((r = flush_run(sc, hs)) != 0)
 			return r;
-		if ((r = emit_masked(sc, sc->buf[i - 1], keep)) != 0)
+		if ((r = emit_masked(sc, hs, keep, &w)) != 0)
 			return r;
 		sc->rkeep = NO_EDGE;
 	} else if ((r = flush_run(sc, i)) != 0) {
@@ -727,8 +909,10 @@ replace(struct scan *sc, size_t pi, size_t i, size_t m)
 			return r;
 		left -= k;
 	}
-	sc->r = i + pt->len;
-	if (m > pt->len)
+	/* The core's input is longer than pt->len where it holds escapes. */
+	cin = b64_span(set, sc->buf + i, sc->n - i, pt->len);
+	sc->r = i + cin;
+	if (m > cin)
 		sc->rkeep = pt->tail; /* the trailing edge, held: see struct scan */
 	return VERR_OK;
 }
@@ -742,7 +926,7 @@ pair_hit(const struct scrub_set *set, const uint8_t *p)
 }
 
 /*
- * Decide positions from..limit-1 (each has at least maxlen bytes after it,
+ * Decide positions from..limit-1 (each has at least reach bytes after it,
  * or is near the true end): pass on their output, replacements included,
  * except for unmatched bytes from sc->r on. *next: the first position not
  * decided, >= limit (a match may reach past limit).
@@ -883,6 +1067,7 @@ scrub_stream_new(const struct scrub_set *set, struct scrub_stream **out)
 	st = (struct scrub_stream *)(void *)self->data;
 	st->self = self;
 	st->set = set;
+	st->rkeep = NO_EDGE;
 	st->counts = (uint64_t *)(void *)((uint8_t *)st + round16(sizeof(*st)));
 	/* Room for what is held back plus at least one chunk of new input. */
 	cap = set->maxlen + (set->maxlen > CHUNK ? set->maxlen : CHUNK);
@@ -910,14 +1095,15 @@ stream_break(struct scrub_stream *st)
 	if (st->w != NULL)
 		secbuf_clear(st->w);
 	st->start = st->len = st->pos = 0;
+	st->rkeep = NO_EDGE;
 }
 
 /*
  * Scan what the buffer holds. Not final: decide every position that has
- * maxlen bytes after it, then keep the rest plus the byte before it if
- * still unsent (a base64 match starting next may need to mask it). The
- * amount kept is thus fixed (see scrub.h for why). Final: decide and send
- * all.
+ * reach bytes after it, then keep the rest plus the SPELL_MAX - 1 bytes
+ * before it that are still unsent (a base64 match starting next may need
+ * to mask the character spelled there). The amount kept is thus fixed (see
+ * scrub.h for why). Final: decide and send all.
  */
 static int
 advance(struct scrub_stream *st, int final, scrub_out_fn out, void *arg)
@@ -931,7 +1117,7 @@ advance(struct scrub_stream *st, int final, scrub_out_fn out, void *arg)
 	if (final)
 		limit = n;
 	else
-		limit = n >= set->maxlen ? n - set->maxlen + 1 : 0;
+		limit = n >= set->reach ? n - set->reach + 1 : 0;
 	if (limit <= st->pos && !final)
 		return VERR_OK;
 	memset(&sc, 0, sizeof(sc));
@@ -941,7 +1127,7 @@ advance(struct scrub_stream *st, int final, scrub_out_fn out, void *arg)
 	sc.out = out;
 	sc.arg = arg;
 	sc.counts = st->counts;
-	sc.rkeep = st->pos == 1 ? st->rkeep : NO_EDGE;
+	sc.rkeep = st->rkeep;
 	if (n > 0 && (r = scan_run(&sc, st->pos, limit, &next)) != 0)
 		return r;
 	st->total += sc.total;
@@ -949,14 +1135,22 @@ advance(struct scrub_stream *st, int final, scrub_out_fn out, void *arg)
 		r = flush_run(&sc, n);
 		secbuf_clear(st->w);
 		st->start = st->len = st->pos = 0;
+		st->rkeep = NO_EDGE;
 		return r;
 	}
-	keep = sc.r < next ? next - 1 : next;
+	keep = next > SPELL_MAX ? next - SPELL_MAX : 0;
+	if (keep < sc.r)
+		keep = sc.r;
 	if ((r = flush_run(&sc, keep)) != 0)
 		return r;
+	/*
+	 * A held edge that ends before next is sent whole (no match can take
+	 * it as its head any more), possibly past keep.
+	 */
+	keep = sc.r;
 	st->start += keep;
 	st->pos = next - keep;
-	st->rkeep = st->pos == 1 ? sc.rkeep : NO_EDGE;
+	st->rkeep = sc.rkeep;
 	return VERR_OK;
 }
 
@@ -1026,6 +1220,7 @@ scrub_stream_finish(struct scrub_stream *st, scrub_out_fn out, void *arg)
 		/* Nothing held, but what was passed over may still be in there. */
 		secbuf_clear(st->w);
 		st->start = st->len = st->pos = 0;
+		st->rkeep = NO_EDGE;
 		return VERR_OK;
 	}
 	if ((r = advance(st, 1, out, arg)) != 0)

@@ -371,6 +371,110 @@ b64_core(struct bytes *core, const uint8_t *s, size_t n, unsigned k, int url)
 	b_free(&e);
 }
 
+/*
+ * How an encoder may write the '+' and '/' of base64 text: JSON escapes
+ * (PHP's \/, .NET System.Text.Json's \u002B, or \u002f for both) and
+ * percent-encoding (base64 in a URL or a form body).
+ */
+enum b64esc {
+	E_NONE,
+	E_PHP,       /* '/' as \/ */
+	E_NET,       /* '+' as \u002B */
+	E_U_LOWER,   /* \u002b and \u002f */
+	E_PCT,       /* %2B and %2F */
+	E_PCT_LOWER, /* %2b and %2f */
+	E_MIXED,     /* each '+' or '/' in any of the above spellings (random) */
+	NESC
+};
+
+static void
+esc_b64(struct bytes *b, const uint8_t *p, size_t n, enum b64esc e)
+{
+	static const char *const plus[] = {"+", "\\u002B", "\\u002b", "%2B", "%2b"};
+	static const char *const slash[] = {"/", "\\/", "\\u002f", "\\u002F", "%2F", "%2f"};
+
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = p[i];
+
+		if (c != '+' && c != '/') {
+			b_putc(b, c);
+			continue;
+		}
+		switch (e) {
+		case E_NONE:
+			b_putc(b, c);
+			break;
+		case E_PHP:
+			b_puts(b, c == '/' ? "\\/" : "+");
+			break;
+		case E_NET:
+			b_puts(b, c == '+' ? "\\u002B" : "/");
+			break;
+		case E_U_LOWER:
+			b_puts(b, c == '+' ? "\\u002b" : "\\u002f");
+			break;
+		case E_PCT:
+			b_puts(b, c == '+' ? "%2B" : "%2F");
+			break;
+		case E_PCT_LOWER:
+			b_puts(b, c == '+' ? "%2b" : "%2f");
+			break;
+		default:
+			b_puts(b, c == '+' ? plus[rnd_below(5)] : slash[rnd_below(6)]);
+		}
+	}
+}
+
+/*
+ * in with every spelling esc_b64 writes read back as its character and
+ * the URL-safe alphabet's '-' '_' as '+' '/': what base64 text reads as.
+ */
+static void
+unesc_b64(struct bytes *out, const struct bytes *in)
+{
+	out->len = 0;
+	for (size_t i = 0; i < in->len; i++) {
+		const uint8_t *p = in->p + i;
+		size_t left = in->len - i;
+
+		if (left >= 2 && p[0] == '\\' && p[1] == '/') {
+			b_putc(out, '/');
+			i += 1;
+		} else if (left >= 6 && memcmp(p, "\\u002", 5) == 0 && p[5] != 0 &&
+		           strchr("bBfF", p[5]) != NULL) {
+			b_putc(out, (p[5] | 0x20) == 'b' ? '+' : '/');
+			i += 5;
+		} else if (left >= 3 && p[0] == '%' && p[1] == '2' && p[2] != 0 &&
+		           strchr("bBfF", p[2]) != NULL) {
+			b_putc(out, (p[2] | 0x20) == 'b' ? '+' : '/');
+			i += 2;
+		} else {
+			b_putc(out, p[0] == '-' ? '+' : p[0] == '_' ? '/' : p[0]);
+		}
+	}
+}
+
+/*
+ * What scrub_set_maxlen() must be for a longest secret of L bytes, from
+ * scrub.h: 6 bytes a secret byte in the decoded form, or 6 bytes a base64
+ * character ("\u002B") over a core and its trailing edge, whichever is
+ * more; plus 5 for the spelling of the character before a core.
+ */
+static size_t
+maxlen_for(size_t L)
+{
+	size_t m = 6 * L;
+
+	for (size_t k = 0; k < 3; k++) {
+		size_t a = (8 * k + 5) / 6, e = 8 * (k + L) / 6,
+		       r = 6 * (e - a + (8 * (k + L) % 6 != 0));
+
+		if (e - a >= SCRUB_B64_CORE_MIN && r > m)
+			m = r;
+	}
+	return m + 5;
+}
+
 /* ---- running the scrubber ---- */
 
 static void
@@ -453,6 +557,9 @@ check_splits(const struct scrub_set *set, const struct bytes *in, const struct b
 static void
 assert_clean(const struct tkey *t, size_t n, const struct bytes *out)
 {
+	struct bytes plain = {0};
+
+	unesc_b64(&plain, out);
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *s = t[i].secret->data;
 		size_t L = t[i].secret->len;
@@ -478,9 +585,16 @@ assert_clean(const struct tkey *t, size_t n, const struct bytes *out)
 					fail_msg("key %zu (%zu bytes): base64 core, alignment %u, "
 					         "left in the output",
 					         i, L, k);
+				/* Escaped, or in a mix of alphabets. */
+				if (!url && c.len >= SCRUB_B64_CORE_MIN &&
+				    find(plain.p, plain.len, c.p, c.len) != NULL)
+					fail_msg("key %zu (%zu bytes): base64 core, alignment %u, "
+					         "left escaped in the output",
+					         i, L, k);
 				b_free(&c);
 			}
 	}
+	b_free(&plain);
 }
 
 /* ---- tests ---- */
@@ -684,6 +798,171 @@ test_base64_alignments(void **state)
 	/* All ones: the cores start "__" or "//", found by either alphabet. */
 	fixed_key(&t, "\xff\xff\xff\xff\xff\xff\xff\xff-tail");
 	b64_all(&t);
+}
+
+/*
+ * base64 text with its '+' and '/' escaped (JSON "\\/" or "\\u002B",
+ * percent "%2F"): scrubbed exactly as the plain text, i.e. the output is
+ * the plain text's output escaped the same way (masked and zeroed
+ * characters are never '+' or '/'). The edges too: neighbours and secrets
+ * are drawn so that the partial characters around a core are often '+' or
+ * '/' themselves, and that is checked to happen.
+ */
+static void
+check_b64_esc(const struct scrub_set *set, const struct bytes *pl, unsigned k, size_t L, int splits,
+              size_t *edges)
+{
+	static const char pre[] = "{\"v\":\"", post[] = "\"}";
+	struct bytes plain = {0}, in = {0}, want = {0}, got = {0};
+	size_t a = (8 * k + 5) / 6, e = 8 * (k + L) / 6, np = sizeof(pre) - 1;
+	uint64_t count;
+
+	b64(&plain, pl->p, pl->len, 0);
+	if (e - a >= SCRUB_B64_CORE_MIN && ((a > 0 && strchr("+/", plain.p[a - 1]) != NULL) ||
+	                                    (e < plain.len && strchr("+/", plain.p[e]) != NULL)))
+		++*edges;
+	b_puts(&in, pre);
+	b_puts(&want, pre);
+	oneshot(set, &plain, &got, &count);
+	assert_int_equal(count, 1);
+	for (int esc = E_PHP; esc < E_MIXED; esc++) {
+		in.len = want.len = np;
+		esc_b64(&in, plain.p, plain.len, (enum b64esc)esc);
+		esc_b64(&want, got.p, got.len, (enum b64esc)esc);
+		b_puts(&in, post);
+		b_puts(&want, post);
+		{
+			struct bytes out = {0};
+
+			oneshot(set, &in, &out, &count);
+			if (!b_eq(&out, &want))
+				fail_msg("alignment %u, %zu bytes, escape %d: not scrubbed as "
+				         "the plain text",
+				         k, L, esc);
+			assert_int_equal(count, 1);
+			if (splits)
+				check_splits(set, &in, &want, L < 40);
+			b_free(&out);
+		}
+	}
+	/* Each '+' and '/' spelled its own way: read back, the plain output. */
+	want.len = np;
+	b_put(&want, got.p, got.len);
+	b_puts(&want, post);
+	in.len = np;
+	esc_b64(&in, plain.p, plain.len, E_MIXED);
+	b_puts(&in, post);
+	oneshot(set, &in, &got, &count);
+	assert_int_equal(count, 1);
+	unesc_b64(&plain, &got);
+	assert_true(b_eq(&plain, &want));
+	b_free(&plain);
+	b_free(&in);
+	b_free(&want);
+	b_free(&got);
+}
+
+static uint8_t
+edgy_byte(void)
+{
+	/* Mostly bytes whose bits make base64 '+' (111110) and '/' (111111). */
+	static const uint8_t b[] = {0xff, 0xfb, 0xef, 0xbe, 0xfe, 0xbf, 0xf8};
+
+	return rnd_below(3) == 0 ? (uint8_t)(1 + rnd_below(255)) : b[rnd_below(sizeof(b))];
+}
+
+static void
+test_base64_escaped(void **state)
+{
+	size_t edges = 0, tried = 0;
+
+	(void)state;
+	for (size_t L = 5; L <= 70; L += 1 + L / 10) {
+		struct tkey t;
+		struct scrub_set *set;
+		struct secbuf *s;
+
+		for (int edgy = 0; edgy < 2; edgy++) {
+			assert_int_equal(secbuf_new(L, &s), 0);
+			for (size_t i = 0; i < L; i++) {
+				uint8_t c = edgy ? edgy_byte() : secret_byte();
+
+				s->data[i] = c == '\r' || c == '\n' ? 0xff : c;
+			}
+			s->len = L;
+			tkey_init(&t, s);
+			set = make_set(&t, 1);
+			for (unsigned plen = 0; plen < 6; plen++)
+				for (unsigned qlen = 0; qlen < 3; qlen++) {
+					struct bytes pl = {0};
+
+					for (unsigned i = 0; i < plen; i++)
+						b_putc(&pl, edgy ? edgy_byte() : (uint8_t)rnd());
+					b_put(&pl, s->data, L);
+					for (unsigned i = 0; i < qlen; i++)
+						b_putc(&pl, edgy ? edgy_byte() : (uint8_t)rnd());
+					check_b64_esc(set, &pl, plen % 3, L, plen == 4 && qlen == 1,
+					              &edges);
+					tried++;
+					b_free(&pl);
+				}
+			scrub_set_free(set);
+			tkey_free(&t);
+		}
+	}
+	/* The edges were escapes often enough to mean something. */
+	assert_true(edges > tried / 10);
+}
+
+/*
+ * The review's probe: a secret of 21 bytes in Basic credentials, echoed
+ * in JSON by PHP ("\\/") and by .NET ("\\u002B"). The output is the
+ * base64 of "user:" and 21 NUL bytes: nothing of the secret is left.
+ */
+static void
+test_base64_json_probe(void **state)
+{
+	static const char *const cases[][3] = {
+	        {"abc???def???ghi???jkl", "dXNlcjphYmM\\/Pz9kZWY\\/Pz9naGk\\/Pz9qa2w=",
+	         "dXNlcjoAAAAAAAAAAAAAAAAAAAAAAAAAAAA="},
+	        {"abc>>>def>>>ghi>>>jkl", "dXNlcjphYmM\\u002BPj5kZWY\\u002BPj5naGk\\u002BPj5qa2w=",
+	         "dXNlcjoAAAAAAAAAAAAAAAAAAAAAAAAAAAA="},
+	};
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct tkey t;
+		struct scrub_set *set;
+		struct bytes in = {0}, want = {0}, got = {0}, pl = {0}, chk = {0};
+
+		fixed_key(&t, cases[c][0]);
+		set = make_set(&t, 1);
+		/* The fixed text is what the encoders make. */
+		b_puts(&pl, "user:");
+		b_puts(&pl, cases[c][0]);
+		b64(&chk, pl.p, pl.len, 0);
+		in.len = 0;
+		esc_b64(&in, chk.p, chk.len, c == 0 ? E_PHP : E_NET);
+		assert_string_equal((const char *)in.p, cases[c][1]);
+		in.len = 0;
+		b_puts(&in, "{\"headers\": {\"Authorization\": \"Basic ");
+		b_puts(&in, cases[c][1]);
+		b_puts(&in, "\"}}");
+		b_puts(&want, "{\"headers\": {\"Authorization\": \"Basic ");
+		b_puts(&want, cases[c][2]);
+		b_puts(&want, "\"}}");
+		oneshot(set, &in, &got, NULL);
+		if (!b_eq(&got, &want))
+			fail_msg("case %zu: got %s", c, (const char *)got.p);
+		check_splits(set, &in, &want, 1);
+		scrub_set_free(set);
+		tkey_free(&t);
+		b_free(&in);
+		b_free(&want);
+		b_free(&got);
+		b_free(&pl);
+		b_free(&chk);
+	}
 }
 
 /*
@@ -905,7 +1184,7 @@ test_untouched(void **state)
 	tkey_free(&t[1]);
 }
 
-/* Random data, random base64 text and percent-encoded text stay as they are. */
+/* Random data, random base64 text (plain or escaped) and percent-encoded text stay as they are. */
 static void
 test_no_false_positives(void **state)
 {
@@ -920,7 +1199,7 @@ test_no_false_positives(void **state)
 	for (size_t i = 0; i < N; i++)
 		tkey_init(&t[i], rand_secret(8 + rnd_below(40), NULL));
 	set = make_set(t, N);
-	for (int kind = 0; kind < 3; kind++) {
+	for (int kind = 0; kind < 4; kind++) {
 		in.len = 0;
 		while (in.len < SIZE) {
 			uint8_t c = (uint8_t)rnd();
@@ -929,8 +1208,10 @@ test_no_false_positives(void **state)
 				b_putc(&in, c);
 			else if (kind == 1)
 				b_putc(&in, (uint8_t)alpha[c % (sizeof(alpha) - 1)]);
-			else
+			else if (kind == 2)
 				encode(&in, &c, 1, c & 1 ? F_PCT_MIXED : F_JSON_ALL);
+			else
+				esc_b64(&in, (const uint8_t *)&alpha[c % 64], 1, E_MIXED);
 		}
 		oneshot(set, &in, &got, NULL);
 		assert_true(b_eq(&got, &in));
@@ -970,15 +1251,19 @@ test_property(void **state)
 			for (size_t i = 0; i < gap; i++)
 				b_putc(&in, secret_byte());
 			if (rnd_below(4) == 0) {
-				struct bytes pl = {0};
+				struct bytes pl = {0}, e = {0};
+				int url = (int)rnd_below(2);
 
 				for (size_t i = rnd_below(6); i > 0; i--)
 					b_putc(&pl, (uint8_t)rnd());
 				b_put(&pl, s->data, s->len);
 				for (size_t i = rnd_below(6); i > 0; i--)
 					b_putc(&pl, (uint8_t)rnd());
-				b64(&in, pl.p, pl.len, (int)rnd_below(2));
+				b64(&e, pl.p, pl.len, url);
+				esc_b64(&in, e.p, e.len,
+				        url ? E_NONE : (enum b64esc)rnd_below(NESC));
 				b_free(&pl);
+				b_free(&e);
 			} else {
 				encode(&in, s->data, s->len, (enum form)rnd_below(NFORMS));
 			}
@@ -1053,7 +1338,9 @@ test_stream_holding(void **state)
 	fixed_key(&t, "s3cr3t-t0ken/42");
 	set = make_set(&t, 1);
 	max = scrub_set_maxlen(set);
-	assert_int_equal(max, 6 * 15);
+	/* Cores of 20, 19 and 19 characters, the last two with a trailing edge. */
+	assert_int_equal(max, 6 * (19 + 1) + 5);
+	assert_int_equal(max, maxlen_for(15));
 	assert_int_equal(scrub_buffer(set, "", 0, collect, &got, counts), 0);
 	assert_int_equal(got.len, 0);
 	assert_int_equal(counts[0], 0);
@@ -1224,7 +1511,7 @@ test_long_secret(void **state)
 	(void)state;
 	tkey_init(&t, rand_secret(VAULT_SECRET_MAX, "<>"));
 	set = make_set(&t, 1);
-	assert_int_equal(scrub_set_maxlen(set), 6 * VAULT_SECRET_MAX);
+	assert_int_equal(scrub_set_maxlen(set), maxlen_for(VAULT_SECRET_MAX));
 	for (int f = F_RAW; f < NFORMS; f += 3) {
 		b_puts(&in, "<<");
 		encode(&in, t.secret->data, t.secret->len, (enum form)f);
@@ -1273,8 +1560,8 @@ static void
 test_throughput(void **state)
 {
 	enum { N = 16, SIZE = 10 << 20 };
-	static const char *kinds[] = {"text", "percent-encoded", "base64", "JSON-escaped",
-	                              "text + 1 secret/KiB"};
+	static const char *kinds[] = {"text",         "percent-encoded",     "base64",
+	                              "JSON-escaped", "text + 1 secret/KiB", "base64 \\/ \\u002B"};
 	struct tkey t[N];
 	struct scrub_set *set;
 	struct bytes in = {0};
@@ -1300,6 +1587,9 @@ test_throughput(void **state)
 				encode(&in, &c, 1, F_PCT_UPPER);
 			else if (kind == 2)
 				b_putc(&in, (uint8_t)alpha[c & 63]);
+			else if (kind == 5)
+				esc_b64(&in, (const uint8_t *)&alpha[c & 63], 1,
+				        c & 64 ? E_PHP : E_NET);
 			else
 				encode(&in, &c, 1, (c & 3) == 0 ? F_JSON_ALL : F_JSON);
 			if (kind == 4 && in.len % 1024 < 2) {
@@ -1339,6 +1629,8 @@ main(void)
 	        cmocka_unit_test(test_json_code_points),
 	        cmocka_unit_test(test_json_bad_surrogates),
 	        cmocka_unit_test(test_base64_alignments),
+	        cmocka_unit_test(test_base64_escaped),
+	        cmocka_unit_test(test_base64_json_probe),
 	        cmocka_unit_test(test_short_secrets),
 	        cmocka_unit_test(test_fixed_secrets),
 	        cmocka_unit_test(test_many_keys),
