@@ -107,7 +107,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             token = self.headers.get("Authorization", "").split(" ", 1)[-1].encode()
             parts = [b"raw:" + token, b"url:" + urllib.parse.quote(token, safe="").encode()]
             for k in range(3):
-                parts.append(b"b64:" + base64.b64encode(b"u" * k + b":" + token + b"!"))
+                enc = base64.b64encode(b"u" * k + b":" + token + b"!")
+                parts.append(b"b64:" + enc)
+                # as JSON encoders (PHP, .NET) and URLs write '/' and '+'
+                parts.append(b"b64php:" + enc.replace(b"/", b"\\/"))
+                parts.append(b"b64net:" + enc.replace(b"+", b"\\u002B").replace(b"/", b"\\u002F"))
+                parts.append(b"b64url:" + enc.replace(b"+", b"%2B").replace(b"/", b"%2F"))
             body = b"\n".join(parts) + b"\n"
             self.send_response(200)
             self.send_header("X-Echo", token.decode("latin-1"))
