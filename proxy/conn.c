@@ -112,6 +112,8 @@ struct conn {
 	const char *a_key;       /* key injected, or bound and withheld */
 	const char *a_why;       /* reason for an allowed request */
 	const char *tls_refused; /* why the client's handshake was refused (check_sni) */
+	const char *close_why;   /* reason conn_close records, when not the default */
+	int close_denied;        /* ... and whether it was a refusal */
 };
 
 static void conn_close(struct conn *c);
@@ -484,7 +486,7 @@ pace_check(evutil_socket_t fd, short what, void *arg)
 	down = delivered(c);
 	stuck = undelivered(c) > 0;
 	if (stuck && c->pace_stuck && down - c->pace_down < PACE_MIN) {
-		(void)req_audit(c, c->resp_status, 0, "client reading the response too slowly");
+		c->close_why = "client reading the response too slowly";
 		conn_close(c);
 		return;
 	}
@@ -549,9 +551,12 @@ status_text(int status)
 static void
 conn_close(struct conn *c)
 {
+	/* The one close path: a request under way gets its record here. */
 	if (c->in_request && !c->audited)
-		(void)req_audit(c, c->resp_status, 0,
-		                "connection closed before the response completed");
+		(void)req_audit(c, c->resp_status, c->close_denied,
+		                c->close_why != NULL
+		                        ? c->close_why
+		                        : "connection closed before the response completed");
 	free(c->a_target);
 	if (c->dns != NULL)
 		evdns_getaddrinfo_cancel(c->dns); /* its callback sees the cancel, not us */
@@ -1805,21 +1810,18 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		 * trust the session CA). Either way, on the record.
 		 */
 		req_begin(c, "-", 1, "", 0);
-		if (c->tls_refused != NULL)
-			(void)req_audit(c, 0, 1, c->tls_refused);
-		else
-			(void)req_audit(c, 0, 0,
-			                (what & BEV_EVENT_TIMEOUT)
-			                        ? "TLS handshake with the client timed out"
-			                        : "TLS handshake with the client failed");
+		c->close_denied = c->tls_refused != NULL;
+		c->close_why = c->tls_refused != NULL ? c->tls_refused
+		               : (what & BEV_EVENT_TIMEOUT)
+		                       ? "TLS handshake with the client timed out"
+		                       : "TLS handshake with the client failed";
 		conn_close(c);
 		return;
 	}
 	/* EOF, error or timeout from the client: nothing more to do for it. */
 	if (what & BEV_EVENT_TIMEOUT)
-		(void)req_audit(c, c->resp_status, 0,
-		                (what & BEV_EVENT_WRITING) ? "client stopped reading the response"
-		                                           : "client stopped sending the request");
+		c->close_why = (what & BEV_EVENT_WRITING) ? "client stopped reading the response"
+		                                          : "client stopped sending the request";
 	conn_close(c);
 }
 
