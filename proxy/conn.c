@@ -804,7 +804,7 @@ head_released(const void *data, size_t len, void *arg)
 	secbuf_free(arg); /* wipes the secret */
 }
 
-/* -1: c is closed. */
+/* -1: not sent, and the client answered (c stays valid until the answer is out). */
 static int
 send_head(struct conn *c)
 {
@@ -818,7 +818,7 @@ send_head(struct conn *c)
 	if (evbuffer_add_reference(bufferevent_get_output(c->up), h->data, h->len, head_released,
 	                           h) != 0) {
 		secbuf_free(h);
-		conn_close(c);
+		respond_error(c, 503, "Service Unavailable", "out of memory");
 		return -1;
 	}
 	return 0;
@@ -827,7 +827,8 @@ send_head(struct conn *c)
 /*
  * A chunked body's first size line, checked on a copy of the decoder before
  * the head goes out, so that a malformed one is refused (400) with nothing
- * sent upstream. 1: well-formed; 0: not all here yet; -1: refused.
+ * sent upstream. 1: well-formed; 0: not all here yet; -1: refused (the
+ * client answered; c stays valid until the answer is out).
  */
 static int
 first_chunk_checked(struct conn *c)
@@ -843,7 +844,7 @@ first_chunk_checked(struct conn *c)
 	if (len == 0)
 		return 0;
 	if ((buf = (const char *)evbuffer_pullup(in, (ssize_t)len)) == NULL) {
-		conn_close(c);
+		respond_error(c, 503, "Service Unavailable", "out of memory");
 		return -1;
 	}
 	while (off < len && !http_chunked_sized(&probe)) {
@@ -863,7 +864,7 @@ first_chunk_checked(struct conn *c)
  * a chunked body, once its first size line is in and well-formed (later
  * ones are checked as they are relayed: a bad one cuts the request short,
  * and the upstream never sees it complete). 1: sent (or already); 0: waiting
- * for the client; -1: refused or closed.
+ * for the client; -1: refused (answered).
  */
 static int
 release_head(struct conn *c)
