@@ -720,21 +720,27 @@ def main(argv):
             # commands may read it. python3 reads /dev/tty once the command runs.
             reader = ("import sys; sys.stdin.readline(); print('READ' + 'ING', flush=True); "
                       "print('TTY-' + open('/dev/tty').readline().strip(), flush=True)")
-            t = Pty(["bash", "--norc", "--noprofile", "-i"],
-                    dict(env, PS1="$ ", HISTFILE="/dev/null"))
-            os.write(t.master, b"%s -k deploy -- sh -c 'echo READY; sleep 1' | %s -c \"%s\"\n"
-                     % (vrun_bin.encode(), sys.executable.encode(), reader.encode()))
-            reading = t.read_until(b"READING")
-            time.sleep(0.3)
-            os.write(t.master, b"hello\n")
-            got = t.read_until(b"TTY-hello")
-            os.write(t.master, b"echo RC=$?\n")
-            rc_ok = t.read_until(b"RC=0")
-            os.write(t.master, b"exit\n")
-            t.finish()
-            check(reading and got and rc_ok and b"Stopped" not in t.out,
-                  "in a pipeline, another command of the job keeps reading the terminal",
-                  t.out[-600:])
+            def type_hello(line, ready, answer):
+                """In an interactive bash: run line, wait for ready, type hello, wait for
+                answer, then the line's status. True when all came and nothing stopped."""
+                t = Pty(["bash", "--norc", "--noprofile", "-i"],
+                        dict(env, PS1="$ ", HISTFILE="/dev/null"))
+                os.write(t.master, line + b"\n")
+                seen = t.read_until(ready)
+                time.sleep(0.3)
+                os.write(t.master, b"hello\n")
+                got = t.read_until(answer)
+                os.write(t.master, b"echo RC=$?\n")
+                rc_ok = t.read_until(b"RC=0")
+                os.write(t.master, b"exit\n")
+                t.finish()
+                return bool(seen and got and rc_ok and b"Stopped" not in t.out), t.out[-600:]
+
+            ok_, out = type_hello(b"%s -k deploy -- sh -c 'echo READY; sleep 1' | %s -c \"%s\""
+                                  % (vrun_bin.encode(), sys.executable.encode(),
+                                     reader.encode()), b"READING", b"TTY-hello")
+            check(ok_, "in a pipeline, another command of the job keeps reading the terminal",
+                  out)
 
             # A script without job control that starts vrun with '&' goes on and
             # reads the terminal: vrun must not take it (its stdin is /dev/null).
@@ -743,21 +749,9 @@ def main(argv):
                 f.write('"$1" -k deploy -- sh -c \'touch "$0"; sleep 2\' "$2" &\n'
                         'while [ ! -e "$2" ]; do sleep 0.05; done\n'
                         'echo "WAIT""ING"\nread x\necho "GOT-$x"\nwait\n')
-            t = Pty(["bash", "--norc", "--noprofile", "-i"],
-                    dict(env, PS1="$ ", HISTFILE="/dev/null"))
-            os.write(t.master, b"sh %s %s %s\n" % (script.encode(), vrun_bin.encode(),
-                                                   started.encode()))
-            waiting = t.read_until(b"WAITING")
-            time.sleep(0.3)
-            os.write(t.master, b"hello\n")
-            got = t.read_until(b"GOT-hello")
-            os.write(t.master, b"echo RC=$?\n")
-            rc_ok = t.read_until(b"RC=0")
-            os.write(t.master, b"exit\n")
-            t.finish()
-            check(waiting and got and rc_ok and b"Stopped" not in t.out,
-                  "started with & in a script, vrun leaves the terminal to the script",
-                  t.out[-600:])
+            ok_, out = type_hello(b"sh %s %s %s" % (script.encode(), vrun_bin.encode(),
+                                                    started.encode()), b"WAITING", b"GOT-hello")
+            check(ok_, "started with & in a script, vrun leaves the terminal to the script", out)
         else:
             print("# skip: no bash: the job control, pipeline and script terminal checks",
                   flush=True)
