@@ -108,12 +108,11 @@ struct conn {
 	int audited;    /* ... and has it */
 	struct timespec t_start;
 	char a_method[24];
-	char *a_target;          /* request-target as received (query values redacted later) */
-	const char *a_key;       /* key injected, or bound and withheld */
-	const char *a_why;       /* reason for an allowed request */
-	const char *tls_refused; /* why the client's handshake was refused (check_sni) */
-	const char *close_why;   /* reason conn_close records, when not the default */
-	int close_denied;        /* ... and whether it was a refusal */
+	char *a_target;        /* request-target as received (query values redacted later) */
+	const char *a_key;     /* key injected, or bound and withheld */
+	const char *a_why;     /* reason for an allowed request */
+	const char *close_why; /* reason conn_close records, when not the default */
+	int close_denied;      /* ... and whether it was a refusal */
 };
 
 static void conn_close(struct conn *c);
@@ -1253,8 +1252,9 @@ check_sni(SSL *ssl, int *alert, void *arg)
 	/* The name in the handshake must be the one the tunnel was opened for. */
 	if (sni == NULL || hostspec_parse(sni, strlen(sni), 0, &h) != 0 ||
 	    h.kind != c->target.kind || strcmp(h.host, c->target.host) != 0) {
-		c->tls_refused = sni == NULL ? "TLS handshake without the tunnel's name (SNI)"
-		                             : "TLS name (SNI) differs from the CONNECT authority";
+		c->close_why = sni == NULL ? "TLS handshake without the tunnel's name (SNI)"
+		                           : "TLS name (SNI) differs from the CONNECT authority";
+		c->close_denied = 1;
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
 	}
 	return SSL_TLSEXT_ERR_OK;
@@ -1536,7 +1536,7 @@ forward_head(struct conn *c, const struct http_response *rs, const char *raw, si
 			c->client_keep_alive = 0;
 		if (c->chunked_out)
 			evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
-		if (!c->chunked_out || !c->client_keep_alive)
+		if (!c->client_keep_alive)
 			evbuffer_add_printf(h, "Connection: close\r\n");
 		evbuffer_add(h, "\r\n", 2);
 		srclen = evbuffer_get_length(h);
@@ -1811,11 +1811,10 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		 * trust the session CA). Either way, on the record.
 		 */
 		req_begin(c, "-", 1, "", 0);
-		c->close_denied = c->tls_refused != NULL;
-		c->close_why = c->tls_refused != NULL ? c->tls_refused
-		               : (what & BEV_EVENT_TIMEOUT)
-		                       ? "TLS handshake with the client timed out"
-		                       : "TLS handshake with the client failed";
+		if (c->close_why == NULL) /* check_sni gives its own */
+			c->close_why = (what & BEV_EVENT_TIMEOUT)
+			                       ? "TLS handshake with the client timed out"
+			                       : "TLS handshake with the client failed";
 		conn_close(c);
 		return;
 	}

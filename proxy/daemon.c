@@ -626,8 +626,8 @@ daemon_run(struct vault *v, const struct daemon_opts *o, int lockfd, int ctlfd, 
 		struct stat st;
 		struct timeval every = {DAEMON_WATCH_SEC, 0};
 
-		if (fstat(ctlfd, &st) != 0 || socket_path(o->paths, &sun) != 0 ||
-		    lstat(sun.sun_path, &st) != 0) {
+		/* The path's inode (the descriptor's is the socket's, not the file's). */
+		if (socket_path(o->paths, &sun) != 0 || lstat(sun.sun_path, &st) != 0) {
 			r = VERR_SYSTEM;
 			goto out;
 		}
