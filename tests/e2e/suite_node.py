@@ -52,7 +52,12 @@ def env_proxy_works(node):
            "HTTPS_PROXY": proxy, "https_proxy": proxy}
     # Exits on the first error: our listener closing the tunnel, or a direct
     # connection failing.
-    js = ("const r = require('https').get('https://%s:443/', () => {});"
+    # The name must never reach the system resolver: a direct attempt (the
+    # usual case, a node that ignores the variable) fails in our own lookup;
+    # the proxy is a numeric address, which needs none.
+    js = ("const nodns = (h, o, cb) => cb(Object.assign(new Error('no dns'), "
+          "{code: 'ENOTFOUND'}));"
+          "const r = require('https').get('https://%s:443/', {lookup: nodns}, () => {});"
           "r.on('error', () => process.exit(0)); setTimeout(() => process.exit(0), 5000);" % API)
     got = b""
     try:

@@ -81,19 +81,12 @@ def records(log):
 
 def connect_status(port, authority):
     """Send CONNECT authority through the session listener; return the status line."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
-    data = b""
     try:
-        while b"\r\n" not in data:
-            chunk = s.recv(256)
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
-        pass
+        s, status = vrunctl.connect_tunnel(port, authority)
+    except OSError:  # reset before any answer: no status
+        return b""
     s.close()
-    return data.split(b"\r\n")[0]
+    return status
 
 
 def main():

@@ -182,19 +182,6 @@ def http_over(t, sock, host):
     return c
 
 
-def read_until_close(s):
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except (OSError, ssl.SSLError):
-        pass
-    return data
-
-
 def clean(t, data):
     return t.secret not in data
 
@@ -224,7 +211,7 @@ def conn_keepalive(t, i):
 
 def conn_denied(t, i):
     s, status = connect(t, "unbound.test")
-    rest = read_until_close(s)
+    rest = vrunctl.read_all(s)
     s.close()
     return status.startswith(b"HTTP/1.1 403") and b"not bound" in rest, status, 0
 
@@ -275,7 +262,7 @@ def conn_abort_before_tls(t, i):
 def conn_garbage_tls(t, i):
     s, status = connect(t, "api.test")
     s.sendall(b"\x16\x03\x01\x00\x05hello" if i % 2 else b"GET / HTTP/1.1\r\n\r\n")
-    rest = read_until_close(s)
+    rest = vrunctl.read_all(s)
     s.close()
     return status.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 200" not in rest, status, 0
 
@@ -291,7 +278,7 @@ def conn_malformed(t, i):
     s = tls(t, "api.test")
     s.sendall(b"GET / HTTP/1.1\r\nHost: api.test:%d\r\nContent-Length: 1\r\n"
               b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" % t.port)
-    resp = read_until_close(s)
+    resp = vrunctl.read_all(s)
     s.close()
     return resp.startswith(b"HTTP/1.1 400"), resp[:40], 0
 
@@ -319,7 +306,7 @@ def conn_plain(t, i):
     s = socket.create_connection(("127.0.0.1", t.proxy), timeout=TIMEOUT)
     s.sendall(b"GET http://plain.test:%d/plain?n=%d HTTP/1.1\r\nHost: plain.test:%d\r\n\r\n"
               % (t.pport, i, t.pport))
-    resp = read_until_close(s)
+    resp = vrunctl.read_all(s)
     s.close()
     return resp.startswith(b"HTTP/1.1 200") and t.psecret not in resp, resp[:40], 1
 

@@ -24,6 +24,7 @@ import urllib.parse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import check, failures, run  # noqa: E402
 import vrunctl  # noqa: E402
+from vrunctl import read_all  # noqa: E402
 from testpki import make_certs, upstream_records  # noqa: E402
 
 VAULT, VPROXY = sys.argv[1], sys.argv[2]
@@ -37,19 +38,6 @@ def tls_through_proxy(port, host, upport, ca, sni=None):
     ctx = ssl.create_default_context(cafile=ca)
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx.wrap_socket(s, server_hostname=sni or host)
-
-
-def read_all(s):
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except (socket.timeout, ssl.SSLError, ConnectionResetError):
-        pass
-    return data
 
 
 def main():
@@ -345,12 +333,7 @@ def main():
 
         # A client that only speaks h2 fails cleanly (no downgrade surprises).
         try:
-            raw = socket.create_connection(("127.0.0.1", s.port), timeout=10)
-            raw.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (hp.encode(),
-                                                                       hp.encode()))
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += raw.recv(1)
+            raw, _ = vrunctl.connect_tunnel(s.port, hp.encode())
             ctx = ssl.create_default_context(cafile=s.ca_path)
             ctx.set_alpn_protocols(["h2"])
             t = ctx.wrap_socket(raw, server_hostname="api.test")

@@ -68,6 +68,20 @@ def connect_tunnel(port, authority, timeout=10, sock=None):
     return sock, head.split(b"\r\n", 1)[0]
 
 
+def read_all(sock):
+    """Everything sock sends until it closes (or times out, or fails)."""
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:  # timeouts, resets and ssl.SSLError are all OSErrors
+        pass
+    return data
+
+
 class Session:
     """An open session: .id, .ca_path, .keys {name: (env, placeholder)},
     .port (the listener's), .sock (closing it ends the session)."""
