@@ -28,8 +28,8 @@
 
 #ifdef __linux__
 #include "check.h"
-#include "cliopt.h"
 #endif
+#include "cliopt.h"
 #include "ctlproto.h"
 #include "daemon.h"
 #include "paths.h"
@@ -75,7 +75,7 @@ static const char usage_text[] =
         "                         exit 0 when all pass, 1 otherwise. Uses a session\n"
         "                         for --key NAME, else for the first key vproxy has\n"
         "  -v, --verbose          say which session and protections are in force\n"
-        "  -h, --help             this help\n"
+        "  -h, --help, help       this help\n"
         "  --version              the version\n"
         "\n"
         "Environment: VAULT_HOME, XDG_RUNTIME_DIR (where vproxy is), VRUN_PROFILE_DIR\n"
@@ -527,28 +527,37 @@ stdin_is_null(void)
  * taking the terminal away stops a process that then reads it (SIGTTIN).
  *
  *  - vrun's group is the terminal's foreground group;
- *  - every other member of the group is an ancestor of vrun, never a
- *    sibling: in `vrun ... | less` less keeps the terminal;
- *  - vrun leads its group (a job of an interactive shell), or its
- *    standard input is not /dev/null: a shell without job control (a
- *    script) gives a command started with '&' /dev/null as stdin, and
- *    goes on, and may read the terminal itself.
+ *  - neither stdin nor stdout is a pipe: in `vrun ... | less` less keeps
+ *    the terminal;
+ *  - vrun leads its group (a job of an interactive shell), or every other
+ *    member of the group is an ancestor of vrun (a script waiting for it,
+ *    not a job of make -j) and its standard input is not /dev/null: a shell
+ *    without job control gives a command started with '&' /dev/null as
+ *    stdin, and goes on, and may read the terminal itself.
  *
- * Where /proc cannot tell, only the leader of its group gets it.
+ * Where /proc cannot tell (macOS), only the leader of its group gets it.
  */
 static int
 terminal_to_give(void)
 {
-	int tty = -1, ours;
+	struct stat st;
+	int tty = -1;
 
 	for (int fd = 0; fd < 3 && tty < 0; fd++)
 		if (isatty(fd) && tcgetpgrp(fd) == getpgrp())
 			tty = fd;
-	if (tty < 0 || (ours = group_is_ours()) == 0)
+	if (tty < 0)
 		return -1;
+	/*
+	 * A pipe on stdin or stdout: a pipeline, whose other commands share the
+	 * job (and may not have joined the group yet, so /proc cannot be asked).
+	 */
+	for (int fd = 0; fd < 2; fd++)
+		if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))
+			return -1;
 	if (getpgrp() == getpid())
-		return tty;
-	return ours == 1 && !stdin_is_null() ? tty : -1;
+		return tty; /* a job of its own */
+	return group_is_ours() == 1 && !stdin_is_null() ? tty : -1;
 }
 
 /* Give the terminal to pgrp, as a shell does for a foreground job. */

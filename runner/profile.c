@@ -409,8 +409,16 @@ expand(struct ctx *c, const struct src *s, const struct token *t, char **out)
 		if (r != 0)
 			return r;
 	}
-	if (var[0] != '\0' && (val == NULL || val[0] == '\0'))
+	if (var[0] != '\0' && (val == NULL || val[0] == '\0')) {
+		char *tmp = NULL;
+		int r;
+
+		/* Skipped, but checked as if set: a bad line is bad on every machine. */
+		if ((r = join_path(c, s, "path", "/x", rest, &tmp)) != 0)
+			return r;
+		free(tmp);
 		return 1;
+	}
 	if (var[0] != '\0') {
 		char what[48];
 

@@ -1108,8 +1108,6 @@ sandbox_hint(int code, const char *err)
 	         "`--security-opt unmask=ALL` (Podman), or run vrun outside the container"},
 	        {"make the mount namespace private", mounts},
 	        {"mount /dev/shm", mounts},
-	        {"mount a tmpfs on", mounts},
-	        {"remount ", mounts},
 	        {"hide ",
 	         "a path the profile hides cannot be covered: check that it is a file, directory "
 	         "or socket on a local file system, or remove its `hide` line (vrun-profile(5)); "
@@ -1121,7 +1119,8 @@ sandbox_hint(int code, const char *err)
 	         "(CONFIG_SECCOMP_FILTER), or a container's own policy forbids them; run vrun "
 	         "outside the container"},
 	        {"landlock_",
-	         "the kernel offers Landlock ABI 6 but refused it: inside a container, its "
+	         "the kernel offers Landlock ABI 6 or later but refused it: inside a container, "
+	         "its "
 	         "seccomp policy may block the landlock system calls; allow them, or run vrun "
 	         "outside the container"},
 	        {"prctl(", privileges},
