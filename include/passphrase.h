@@ -30,7 +30,7 @@ int passphrase_get(const char *envvar, const char *prompt, int confirm, struct s
  * as passphrase_edit; the end-of-file key on an empty line gives an empty
  * buffer. Refused: lines longer than max (VERR_TOO_LARGE) and more input
  * already waiting after the line end, i.e. a paste of several lines
- * (VERR_SECRET_BYTES: what was meant holds a line break, and storing the
+ * (VERR_PASTE_LINES: what was meant holds a line break, and storing the
  * first line alone would lose the rest silently). Signals that arrive
  * meanwhile are delivered after the terminal is restored (VERR_SYSTEM with
  * errno EINTR if the process survives them).
@@ -44,8 +44,9 @@ int passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out
 
 /*
  * The line editor of passphrase_tty, apart from the terminal: apply input
- * byte c to the line in b. The erase, kill and end-of-file keys are those of
- * t (a canonical-mode setting, as from tcgetattr); BS and DEL both erase
+ * byte c to the line in b. The erase, kill, end-of-file and (with IEXTEN)
+ * word-erase keys are those of t (a canonical-mode setting, as from
+ * tcgetattr); BS and DEL both erase
  * whatever t says, since terminals disagree on which one Backspace sends.
  * With IUTF8 in t, erase removes a whole UTF-8 character. Erased bytes are
  * wiped. End of file on a non-empty line is ignored. Every other byte is

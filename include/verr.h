@@ -65,7 +65,8 @@ enum verr {
 	VERR_CMD_NOT_FOUND = -52,       /* the command to run does not exist */
 	VERR_CMD_NOT_EXEC = -53,        /* the command exists but cannot be executed */
 	VERR_DAEMON_ORPHANED = -54,     /* vproxy's control socket was removed under it */
-	VERR_LIMIT_LAST = -55
+	VERR_PASTE_LINES = -55,         /* several lines pasted at a one-line prompt */
+	VERR_LIMIT_LAST = -56
 };
 
 /* A static, human-readable description of code; never NULL. */

@@ -499,8 +499,9 @@ refuse_url(const char *arg)
 	colon = memchr(bracket != NULL ? bracket : auth, ':',
 	               n - (size_t)((bracket != NULL ? bracket : auth) - auth));
 	port = colon != NULL;
-	usage_error("add: --host '%s': give a host name, not a URL: --host %.*s%s%s", arg, (int)n,
-	            auth, http && !port ? ":80" : "",
+	/* Not the argument itself: a URL may carry user:token@ before the host. */
+	usage_error("add: --host: give a host name, not a URL: --host %.*s%s%s", (int)n, auth,
+	            http && !port ? ":80" : "",
 	            http ? " (and --allow-http to inject over plain HTTP)" : "");
 	return -1;
 }
@@ -1392,9 +1393,12 @@ keep_record(struct audit_view *view, json_t *rec, const struct audit_line *ln)
 	k = &view->kept[(view->head + view->nkept) % view->capkept];
 	k->rec = NULL;
 	k->len = ln->len;
-	if ((k->raw = malloc(ln->len + 1)) == NULL)
-		return -1;
-	memcpy(k->raw, ln->data, ln->len);
+	k->raw = NULL; /* the line as stored: only --json prints it */
+	if (view->json) {
+		if ((k->raw = malloc(ln->len + 1)) == NULL)
+			return -1;
+		memcpy(k->raw, ln->data, ln->len);
+	}
 	k->rec = json_incref(rec);
 	view->nkept++;
 	return 0;
@@ -1953,7 +1957,7 @@ doctor_containment(struct report *rep)
 	if (rep->verbose)
 		argv[2] = (char *)"-v";
 	printf("-- containment: %s --check\n", bin);
-	if (fflush(stdout) != 0 || pipe2(fds, O_CLOEXEC) != 0) {
+	if (fflush(stdout) != 0 || pipe(fds) != 0) {
 		report_line(rep, 0, "containment", "cannot run vrun: %s", strerror(errno));
 		return;
 	}
@@ -1964,8 +1968,10 @@ doctor_containment(struct report *rep)
 		return;
 	}
 	if (pid == 0) {
+		close(fds[0]);
 		if (dup2(fds[1], STDOUT_FILENO) < 0)
 			_exit(127);
+		close(fds[1]);
 		execvp(bin, argv);
 		printf("FAIL containment: cannot run %s: %s (install vrun next to vault or in "
 		       "PATH)\n",

@@ -118,6 +118,15 @@ passphrase_edit(struct secbuf *b, unsigned char c, const struct termios *t)
 		line_cut(b, 0);
 		return PASSPHRASE_MORE;
 	}
+	/* The word-erase key (Ctrl-W), where the terminal had it: blanks, then a word. */
+	if ((t->c_lflag & IEXTEN) && is_key(c, t->c_cc[VWERASE])) {
+		while (len > 0 && (b->data[len - 1] == ' ' || b->data[len - 1] == '\t'))
+			len--;
+		while (len > 0 && b->data[len - 1] != ' ' && b->data[len - 1] != '\t')
+			len--;
+		line_cut(b, len);
+		return PASSPHRASE_MORE;
+	}
 	if (is_key(c, t->c_cc[VEOF]))
 		return b->len == 0 ? PASSPHRASE_EOF : PASSPHRASE_MORE;
 	if (b->len >= b->cap)
@@ -240,8 +249,12 @@ passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 			r = VERR_SYSTEM;
 			break;
 		}
-		if (n == 0)
+		if (n == 0) {
+			/* The end-of-file key is the editor's: this is a hang-up, mid-line. */
+			errno = EIO;
+			r = VERR_SYSTEM;
 			break;
+		}
 		len = b->len;
 		if (echo)
 			before = line_chars(b, utf8);
@@ -256,7 +269,7 @@ passphrase_tty(const char *prompt, size_t max, int echo, struct secbuf **out)
 			break;
 		if (e == PASSPHRASE_LINE) {
 			if (r == VERR_OK && more_lines(fd, c))
-				r = VERR_SECRET_BYTES;
+				r = VERR_PASTE_LINES;
 			break;
 		}
 		if (echo)

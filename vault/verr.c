@@ -138,6 +138,8 @@ verr_strerror(int code)
 		return "command not found";
 	case VERR_CMD_NOT_EXEC:
 		return "command cannot be executed";
+	case VERR_PASTE_LINES:
+		return "several lines were pasted: enter one line (nothing was kept)";
 	case VERR_DAEMON_ORPHANED:
 		return "the control socket was removed (its runtime directory deleted, as at "
 		       "logout): nothing could reach this vproxy any more";

@@ -269,6 +269,29 @@ test_edit_full(void **state)
 	secbuf_free(b);
 }
 
+static void
+test_edit_word_erase(void **state)
+{
+	struct termios t = keys(0);
+	struct secbuf *b;
+
+	(void)state;
+	assert_int_equal(secbuf_new(64, &b), 0);
+	t.c_cc[VWERASE] = 0x17;
+	/* Without IEXTEN (a terminal without the extensions) Ctrl-W is a byte. */
+	assert_int_equal(FEED(b, &t, "ab\x17"), PASSPHRASE_MORE);
+	assert_line(b, "ab\x17", 3);
+	assert_int_equal(FEED(b, &t, "\x15"), PASSPHRASE_MORE); /* the kill key */
+	/* With it, the blanks before the cursor and then a word go, wiped. */
+	t.c_lflag = IEXTEN;
+	assert_int_equal(FEED(b, &t, "one two \t\x17"), PASSPHRASE_MORE);
+	assert_line(b, "one ", 4);
+	assert_int_equal(b->data[4], 0);
+	assert_int_equal(FEED(b, &t, "\x17\x17x"), PASSPHRASE_MORE);
+	assert_line(b, "x", 1);
+	secbuf_free(b);
+}
+
 int
 main(void)
 {
@@ -277,6 +300,7 @@ main(void)
 	        cmocka_unit_test(test_env_and_pipe),    cmocka_unit_test(test_edit_plain),
 	        cmocka_unit_test(test_edit_erase_kill), cmocka_unit_test(test_edit_eof),
 	        cmocka_unit_test(test_edit_utf8),       cmocka_unit_test(test_edit_full),
+	        cmocka_unit_test(test_edit_word_erase),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
